@@ -1,0 +1,1 @@
+"""Porteiro: a durable, idempotent inbox for payment-gateway webhooks."""

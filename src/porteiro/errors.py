@@ -1,0 +1,60 @@
+"""One exception tree. The receiver maps each branch to one HTTP status."""
+
+from __future__ import annotations
+
+
+class PorteiroError(Exception):
+    """Root of every error Porteiro raises on purpose."""
+
+
+class ConfigError(PorteiroError):
+    """The configuration file or environment is invalid."""
+
+
+class AuthenticationError(PorteiroError):
+    """The delivery could not be authenticated: 401, nothing enters the event stream.
+
+    `reason` is a short stable code kept in the quarantine table and metrics.
+    """
+
+    reason = "authentication_failed"
+
+
+class MissingHeader(AuthenticationError):
+    reason = "missing_header"
+
+
+class MalformedHeader(AuthenticationError):
+    reason = "malformed_header"
+
+
+class SignatureMismatch(AuthenticationError):
+    reason = "bad_signature"
+
+
+class TimestampOutOfTolerance(AuthenticationError):
+    reason = "stale_timestamp"
+
+
+class UnknownKey(AuthenticationError):
+    """The signature names a key (e.g. a JWKS `kid`) that we do not have."""
+
+    reason = "unknown_key"
+
+
+class ForbiddenPeer(AuthenticationError):
+    """The client address or TLS certificate is not allowed for this source."""
+
+    reason = "forbidden_peer"
+
+
+class ParseError(PorteiroError):
+    """An authenticated body could not be turned into events: stored and dead-lettered."""
+
+
+class StoreUnavailable(PorteiroError):
+    """The store cannot be reached or did not answer in time: 503 with Retry-After."""
+
+
+class GatewayError(PorteiroError):
+    """A call to a gateway's API failed; the worker retries it."""

@@ -1,0 +1,119 @@
+"""The adapter interface every gateway implements, and the registry that builds them.
+
+An adapter is small and mostly pure: `verify` and `parse` work on the raw request only
+(no I/O), so they are tested without servers. `enrich` and `fetch_status` are the only
+methods that talk to the gateway's API, through the httpx client they are given.
+`sign` and `sample_lifecycle` exist so `porteiro simulate` and the tests can produce
+deliveries exactly as the gateway would.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import httpx
+
+from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError
+from porteiro.model import InboundRequest, ParsedEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """The acknowledgement the gateway expects once a delivery is durable."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/plain"
+
+
+@dataclass(frozen=True, slots=True)
+class SignedRequest:
+    """A delivery ready to POST, as the gateway would send it (for `simulate`, tests)."""
+
+    body: bytes
+    headers: Mapping[str, str]
+    query: str = ""  # without the leading "?"
+    path_suffix: str = ""  # e.g. "/pix"
+
+
+@dataclass(frozen=True, slots=True)
+class SamplePayment:
+    """Inputs `simulate` uses to build one realistic payment lifecycle."""
+
+    object_id: str
+    reference: str
+    amount: int
+    currency: str = "BRL"
+    refund: bool = False  # also emit a (partial, then full) refund
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    """One gateway's webhook dialect, configured for one source."""
+
+    source: SourceConfig
+
+    def verify(self, request: InboundRequest, now: datetime) -> None:
+        """Authenticate the raw request; raise an AuthenticationError subclass if not."""
+
+    def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
+        """Turn an authenticated body into its distinct events; raise ParseError."""
+
+    def ack(self) -> Ack:
+        """The 2xx answer for a durable delivery (duplicate or not)."""
+
+    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        """For thin events, fetch the object's state from the gateway; else return it.
+        Raise GatewayError on failure (the worker retries)."""
+
+    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
+        """Ask the gateway for the object's current state as a synthetic event, or None
+        where the gateway has no status read."""
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        """Sign a body with this source's first secret, exactly as the gateway does."""
+
+    def sample_lifecycle(
+        self, payment: SamplePayment, now: datetime, rng: random.Random
+    ) -> Sequence[bytes]:
+        """Realistic bodies for one payment's lifecycle, in the order they happened."""
+
+
+ProviderFactory = Callable[[SourceConfig], Provider]
+
+_FACTORIES: dict[str, ProviderFactory] = {}
+
+
+def register(name: str) -> Callable[[ProviderFactory], ProviderFactory]:
+    def decorate(factory: ProviderFactory) -> ProviderFactory:
+        _FACTORIES[name] = factory
+        return factory
+
+    return decorate
+
+
+def known_providers() -> Sequence[str]:
+    _load_builtin()
+    return sorted(_FACTORIES)
+
+
+def build_provider(source: SourceConfig) -> Provider:
+    _load_builtin()
+    try:
+        factory = _FACTORIES[source.provider]
+    except KeyError:
+        raise ConfigError(
+            f"source {source.name!r}: unknown provider {source.provider!r} "
+            f"(known: {', '.join(sorted(_FACTORIES))})"
+        ) from None
+    return factory(source)
+
+
+def _load_builtin() -> None:
+    # Imported lazily so that importing the interface never drags every adapter in.
+    from porteiro.providers import pagarme, standard  # noqa: F401

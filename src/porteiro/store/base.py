@@ -1,0 +1,178 @@
+"""The storage seam: one protocol, implemented for SQLite and PostgreSQL.
+
+Cut at the domain level (record a delivery, claim due events, apply, retry, dead-letter,
+redrive, list) rather than at SQL, because the two databases differ too much to share
+queries. Both implementations pass the same contract tests (tests/integration).
+
+Every method raises `StoreUnavailable` when the database cannot be reached or does not
+answer in time; the receiver turns that into a fast 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
+
+from porteiro.model import (
+    EventStatus,
+    InboundRequest,
+    Kind,
+    Outcome,
+    ParsedEvent,
+    Payment,
+    QuarantinedRequest,
+    StoredDelivery,
+    StoredEvent,
+    Transition,
+)
+
+T = TypeVar("T")
+
+# A parse failure is kept as one dead placeholder event per delivery, keyed like this, so
+# an operator sees it in the DLQ and `replay` can re-parse the raw body later.
+UNPARSEABLE_TYPE = "porteiro.unparseable"
+
+
+def unparseable_dedup_key(delivery_id: int) -> str:
+    return f"porteiro:unparseable:{delivery_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """What one `record_delivery` transaction stored."""
+
+    delivery_id: int
+    event_ids: Sequence[int]  # one per parsed event, in order (existing id for duplicates)
+    new: int
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An event leased to one worker. `token` fences every write made under the claim."""
+
+    event: StoredEvent
+    token: str
+    lease_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    source: str | None = None
+    status: EventStatus | None = None
+    kind: Kind | None = None
+    object_id: str | None = None
+    dedup_key: str | None = None
+    since: datetime | None = None  # received_at >= since
+    until: datetime | None = None  # received_at < until
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """A page of results, newest first; `next` is an opaque cursor or None at the end."""
+
+    items: Sequence[T]
+    next: str | None
+
+
+# Called by `apply` inside the transaction, with the payment row locked: pure code that
+# returns the new payment and its history entry (the ledger).
+Decide = Callable[[Payment | None], Outcome]
+
+
+class Store(Protocol):
+    async def open(self) -> None:
+        """Connect (pools, pragmas). Does not migrate."""
+
+    async def close(self) -> None: ...
+
+    async def upgrade(self) -> Sequence[str]:
+        """Apply pending migrations; return the versions applied now."""
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable unless the store answers a trivial query."""
+
+    async def record_delivery(
+        self,
+        request: InboundRequest,
+        events: Sequence[ParsedEvent],
+        *,
+        parse_error: str | None = None,
+    ) -> RecordResult:
+        """ONE durable transaction: the raw delivery plus each event, de-duplicated.
+
+        New events are inserted `pending` (`ignored` when kind is OTHER and not thin, or
+        object_id is None and not thin). A duplicate (same source and dedup_key) increments
+        `duplicates` and links the delivery; a duplicate of a `dead` or `retrying` event
+        makes it due now (never hides a failure); a `done` event stays done.
+        With `parse_error`, `events` is empty and one `dead` placeholder event
+        (`unparseable_dedup_key`, type UNPARSEABLE_TYPE, kind OTHER) carries the reason.
+        Returns only after the commit is durable. Wakes waiting workers.
+        """
+
+    async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
+        """Keep a refused request for forensics; the table is bounded (oldest dropped)."""
+
+    async def claim(
+        self, worker_id: str, limit: int, lease: timedelta, now: datetime
+    ) -> Sequence[Claim]:
+        """Lease up to `limit` due events: pending/retrying with next_attempt_at <= now,
+        or processing whose lease expired. Sets status processing, attempts + 1, a fresh
+        token. Oldest due first. Concurrent claimers never get the same event."""
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Return when new events may be due (notification) or after `timeout` seconds."""
+
+    async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
+        """ONE transaction, fenced by the claim token: update the event's parsed fields
+        from `event` (enrichment), lock (or create) the payment row of
+        (source, event.object_id), call `decide`, persist the payment and the transition,
+        mark the event done. Returns False, changing nothing, if the claim was lost."""
+
+    async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
+        """Fenced: mark the claimed event `ignored` with the reason."""
+
+    async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
+        """Fenced: status retrying, next_attempt_at = at, last_error = error."""
+
+    async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
+        """Fenced: status dead, last_error = error."""
+
+    async def requeue(self, event_ids: Sequence[int], now: datetime) -> int:
+        """Replay: make these events pending and due now with attempts reset, whatever
+        their status. Returns how many exist."""
+
+    async def reparsed(
+        self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
+    ) -> Sequence[int]:
+        """Replay with current code: overwrite the parsed fields of each event (matched on
+        source and dedup_key; inserted if new, linked to the delivery), make them pending
+        and due now with attempts reset; clear the delivery's parse_error and mark its
+        unparseable placeholder `ignored`. Returns the event ids."""
+
+    async def list_events(
+        self, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[StoredEvent]: ...
+
+    async def get_event(self, event_id: int) -> StoredEvent | None: ...
+
+    async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
+        """Every delivery that carried this event, oldest first."""
+
+    async def get_delivery(self, delivery_id: int) -> StoredDelivery | None: ...
+
+    async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
+        """Distinct ids of deliveries that carried events matching the filter, ascending
+        (used by replay-by-filter, which re-parses them)."""
+
+    async def get_payment(self, source: str, object_id: str) -> Payment | None: ...
+
+    async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
+        """Every transition of the payment, oldest first."""
+
+    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]: ...
+
+    async def status_counts(self) -> dict[str, int]:
+        """Number of events per status (all statuses present, zero included)."""
