@@ -1,0 +1,82 @@
+"""Structured logs and Prometheus metrics.
+
+Metrics live in a registry owned by the runtime (no module-level singletons), so two apps
+in one test process never share counters. Log lines carry a stable `action` name
+(`delivery.accepted`, `event.dead_lettered`, ...) and never personal data or bodies.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        # outcome: accepted | duplicate | unauthorized | too_large | unparseable | unavailable
+        self.deliveries = Counter(
+            "porteiro_deliveries", "Webhook deliveries received", ["source", "outcome"], registry=r
+        )
+        # result: new | duplicate
+        self.events_recorded = Counter(
+            "porteiro_events_recorded",
+            "Events stored from deliveries",
+            ["source", "result"],
+            registry=r,
+        )
+        self.ack_seconds = Histogram(
+            "porteiro_ack_seconds",
+            "Time from request start to acknowledgement",
+            ["source"],
+            buckets=_ACK_BUCKETS,
+            registry=r,
+        )
+        # outcome: a ledger verdict (applied, no_effect, duplicate, stale, anomalous) or
+        # ignored | retry | dead | claim_lost
+        self.processed = Counter(
+            "porteiro_events_processed",
+            "Worker outcomes per event",
+            ["source", "outcome"],
+            registry=r,
+        )
+        self.processing_seconds = Histogram(
+            "porteiro_event_processing_seconds", "Worker time per event", ["source"], registry=r
+        )
+        self.events_by_status = Gauge(
+            "porteiro_events_by_status",
+            "Stored events per processing status",
+            ["status"],
+            registry=r,
+        )
+
+
+def configure_logging(level: str = "INFO", json: bool = True) -> None:
+    """Called once by entry points (CLI), never at import."""
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level)
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+        cache_logger_on_first_use=True,
+    )
+
+
+def logger() -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger("porteiro")  # type: ignore[no-any-return]
