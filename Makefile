@@ -1,0 +1,44 @@
+# The two commands from the README: `make run` and `make test`. CI runs `make test` verbatim.
+VENV   ?= .venv
+PYTHON ?= python3
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed-stamp
+CONFIG ?= porteiro.example.toml
+
+.PHONY: install run test unit lint format services bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	@echo "Porteiro on http://127.0.0.1:8000 (SQLite store ./porteiro.db, config $(CONFIG))."
+	@echo "In another terminal, send signed test webhooks with:"
+	@echo "  $(BIN)/porteiro --config $(CONFIG) simulate --url http://127.0.0.1:8000 --source standard --count 20 --duplicates 0.3 --shuffle"
+	@echo "then look at them:  $(BIN)/porteiro --config $(CONFIG) events list"
+	$(BIN)/porteiro --config $(CONFIG) serve
+
+services:
+	@scripts/ensure-services.sh
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench
+
+test: install services lint
+	$(BIN)/pytest
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
