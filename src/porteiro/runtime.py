@@ -38,7 +38,9 @@ class Runtime:
         providers = {name: build_provider(source) for name, source in config.sources.items()}
         return cls(
             config=config,
-            store=store if store is not None else open_store(config.store_url),
+            store=store
+            if store is not None
+            else open_store(config.store_url, quarantine_limit=config.quarantine_limit),
             providers=providers,
             http=httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0)),
         )

@@ -6,8 +6,13 @@ from porteiro.errors import ConfigError
 from porteiro.store.base import Store
 
 
-def open_store(url: str) -> Store:
-    """Build (not yet open) the store for `url`: sqlite:///path or postgresql://..."""
+def open_store(url: str, *, quarantine_limit: int | None = None) -> Store:
+    """Build (not yet open) the store for `url`: sqlite:///path or postgresql://...
+
+    `quarantine_limit` (from the config) applies unless the URL sets its own.
+    """
+    if quarantine_limit is not None and "quarantine_limit=" not in url:
+        url += ("&" if "?" in url else "?") + f"quarantine_limit={quarantine_limit}"
     if url.startswith("sqlite:"):
         from porteiro.store.sqlite import SqliteStore
 

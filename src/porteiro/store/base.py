@@ -122,7 +122,7 @@ class Store(Protocol):
         or processing whose lease expired. Sets status processing, attempts + 1, a fresh
         token. Oldest due first. Concurrent claimers never get the same event."""
 
-    async def wait_for_work(self, timeout: float) -> None:
+    async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109
         """Return when new events may be due (notification) or after `timeout` seconds."""
 
     async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:

@@ -1,0 +1,195 @@
+"""The SQLite store's SQL: named queries and the two builders (the schema lives in migrations)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any, Final
+
+from porteiro.store.base import EventFilter
+from porteiro.store.rows import encode_time
+
+BOOTSTRAP: Final = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version TEXT PRIMARY KEY, applied_at TEXT NOT NULL
+)"""
+
+APPLIED_VERSIONS: Final = "SELECT version FROM schema_migrations"
+
+MARK_APPLIED: Final = "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"
+
+INSERT_DELIVERY: Final = """
+INSERT INTO deliveries
+    (source, received_at, method, path, query, headers, body, peer, client_cert_subject,
+     parse_error)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+# A duplicate counts and links; it revives a failed event (dead or retrying) by making it
+# due now, but never the unparseable placeholder, which only `reparsed` settles.
+UPSERT_EVENT: Final = """
+INSERT INTO events
+    (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,
+     refunded_total, thin, data, status, next_attempt_at, last_error, first_delivery_id,
+     last_delivery_id, received_at, updated_at)
+VALUES (:source, :dedup_key, :kind, :type, :object_id, :reference, :amount, :currency,
+        :occurred_at, :refunded_total, :thin, :data, :status, :next_attempt_at, :last_error,
+        :delivery_id, :delivery_id, :now, :now)
+ON CONFLICT (source, dedup_key) DO UPDATE SET
+    duplicates = events.duplicates + 1,
+    last_delivery_id = excluded.last_delivery_id,
+    status = CASE WHEN events.status IN ('dead', 'retrying') AND events.type != :placeholder
+                  THEN 'pending' ELSE events.status END,
+    next_attempt_at = CASE WHEN events.status IN ('dead', 'retrying')
+                                AND events.type != :placeholder
+                           THEN :now ELSE events.next_attempt_at END,
+    updated_at = :now
+RETURNING id, duplicates"""
+
+LINK: Final = """
+INSERT INTO event_deliveries (event_id, delivery_id) VALUES (?, ?)
+ON CONFLICT DO NOTHING"""
+
+INSERT_QUARANTINE: Final = """
+INSERT INTO quarantine (source, received_at, reason, detail, headers, body, peer)
+VALUES (?, ?, ?, ?, ?, ?, ?)"""
+
+# Keep the newest `limit` rows: drop every id at or below the (limit + 1)-th newest.
+TRIM_QUARANTINE: Final = """
+DELETE FROM quarantine
+WHERE id <= (SELECT id FROM quarantine ORDER BY id DESC LIMIT 1 OFFSET ?)"""
+
+CLAIM: Final = """
+UPDATE events SET status = 'processing', attempts = attempts + 1, claim_token = :token,
+    claimed_by = :worker, lease_until = :lease_until, updated_at = :now
+WHERE id IN (
+    SELECT id FROM events
+    WHERE (status IN ('pending', 'retrying') AND next_attempt_at <= :now)
+       OR (status = 'processing' AND lease_until < :now)
+    ORDER BY next_attempt_at, id
+    LIMIT :limit)
+RETURNING *"""
+
+# Every fenced write matches the claim token; a lost claim matches no row.
+APPLY_EVENT: Final = """
+UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, last_error = NULL, kind = :kind, type = :type,
+    object_id = :object_id, reference = :reference, amount = :amount,
+    currency = :currency, occurred_at = :occurred_at, refunded_total = :refunded_total,
+    thin = :thin, data = :data, updated_at = :now
+WHERE id = :id AND claim_token = :token"""
+
+SETTLE: Final = """
+UPDATE events SET status = :status, last_error = :error,
+    next_attempt_at = COALESCE(:at, next_attempt_at), claim_token = NULL,
+    claimed_by = NULL, lease_until = NULL, updated_at = :now
+WHERE id = :id AND claim_token = :token"""
+
+GET_PAYMENT: Final = "SELECT * FROM payments WHERE source = ? AND object_id = ?"
+
+UPSERT_PAYMENT: Final = """
+INSERT INTO payments
+    (source, object_id, state, amount, currency, refunded_amount, reference, version,
+     last_event_at, facts, anomalies, created_at, updated_at)
+VALUES (:source, :object_id, :state, :amount, :currency, :refunded_amount, :reference,
+        :version, :last_event_at, :facts, :anomalies, :now, :now)
+ON CONFLICT (source, object_id) DO UPDATE SET
+    state = excluded.state, amount = excluded.amount, currency = excluded.currency,
+    refunded_amount = excluded.refunded_amount, reference = excluded.reference,
+    version = excluded.version, last_event_at = excluded.last_event_at,
+    facts = excluded.facts, anomalies = excluded.anomalies, updated_at = excluded.updated_at"""
+
+INSERT_TRANSITION: Final = """
+INSERT INTO transitions
+    (source, object_id, event_id, from_state, to_state, verdict, note, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+
+# `{ids}` is a list of `?` placeholders, one per id.
+REQUEUE: Final = """
+UPDATE events SET status = 'pending', next_attempt_at = ?, attempts = 0,
+    claim_token = NULL, claimed_by = NULL, lease_until = NULL, updated_at = ?
+WHERE id IN ({ids})"""
+
+# Replay with current code: the parsed fields are overwritten and the event made due.
+UPSERT_REPARSED: Final = """
+INSERT INTO events
+    (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,
+     refunded_total, thin, data, status, next_attempt_at, first_delivery_id,
+     last_delivery_id, received_at, updated_at)
+VALUES (:source, :dedup_key, :kind, :type, :object_id, :reference, :amount, :currency,
+        :occurred_at, :refunded_total, :thin, :data, 'pending', :now, :delivery_id,
+        :delivery_id, :received_at, :now)
+ON CONFLICT (source, dedup_key) DO UPDATE SET
+    kind = excluded.kind, type = excluded.type, object_id = excluded.object_id,
+    reference = excluded.reference, amount = excluded.amount, currency = excluded.currency,
+    occurred_at = excluded.occurred_at, refunded_total = excluded.refunded_total,
+    thin = excluded.thin, data = excluded.data, status = 'pending',
+    next_attempt_at = excluded.next_attempt_at, attempts = 0, claim_token = NULL,
+    claimed_by = NULL, lease_until = NULL, updated_at = excluded.updated_at
+RETURNING id"""
+
+CLEAR_PARSE_ERROR: Final = "UPDATE deliveries SET parse_error = NULL WHERE id = ?"
+
+SETTLE_PLACEHOLDER: Final = """
+UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, updated_at = ?
+WHERE source = ? AND dedup_key = ?"""
+
+GET_EVENT: Final = "SELECT * FROM events WHERE id = ?"
+
+GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = ?"
+
+EVENT_DELIVERIES: Final = """
+SELECT d.* FROM deliveries AS d JOIN event_deliveries AS ed ON ed.delivery_id = d.id
+WHERE ed.event_id = ? ORDER BY d.id"""
+
+# `{where}` is built from EventFilter with bound parameters only.
+LIST_EVENTS: Final = "SELECT * FROM events WHERE {where} ORDER BY id DESC LIMIT ?"
+
+EVENT_DELIVERY_IDS: Final = """
+SELECT DISTINCT ed.delivery_id FROM event_deliveries AS ed
+JOIN events ON events.id = ed.event_id
+WHERE {where} ORDER BY ed.delivery_id"""
+
+PAYMENT_HISTORY: Final = """
+SELECT * FROM transitions WHERE source = ? AND object_id = ? ORDER BY id"""
+
+LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT ?"
+
+STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (sqlite3 runs one per execute)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending.strip()
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]!r}")
+
+
+def event_filter(filter: EventFilter, table: str = "") -> tuple[str, list[Any]]:
+    """WHERE clause for an EventFilter: fixed column names, values always bound."""
+    clauses = ["1 = 1"]
+    params: list[Any] = []
+    for column, value in (
+        ("source", filter.source),
+        ("status", filter.status),
+        ("kind", filter.kind),
+        ("object_id", filter.object_id),
+        ("dedup_key", filter.dedup_key),
+    ):
+        if value is not None:
+            clauses.append(f"{table}{column} = ?")
+            params.append(str(value))
+    if filter.since is not None:
+        clauses.append(f"{table}received_at >= ?")
+        params.append(encode_time(filter.since))
+    if filter.until is not None:
+        clauses.append(f"{table}received_at < ?")
+        params.append(encode_time(filter.until))
+    return " AND ".join(clauses), params
