@@ -67,6 +67,7 @@ class _Fact:
     refunded_total: int | None
     currency: str | None
     reference: str | None
+    settlement: str | None
 
     def key(self) -> tuple[Any, ...]:
         """A total order on content, oldest first (no time sorts oldest)."""
@@ -77,6 +78,7 @@ class _Fact:
             *_nullable(self.refunded_total),
             *_nullable(self.currency),
             *_nullable(self.reference),
+            *_nullable(self.settlement),
             self.event_id,
         )
 
@@ -253,8 +255,10 @@ def _state(ordered: list[_Fact], refunded: int, full: bool) -> PaymentState:
 def _anomalies(ordered: list[_Fact], amount: int | None, refunded: int) -> tuple[str, ...]:
     """Contradictions in the set, listed in content order (never arrival order)."""
     found: list[str] = []
-    paid = {(f.occurred_at, f.amount) for f in ordered if f.kind is Kind.PAYMENT_PAID}
-    found += ["paid twice"] * max(len(paid) - 1, 0)
+    # Several "paid" events for one object are normal (charge.paid + order.paid); only
+    # distinct money movements (e.g. two Pix endToEndIds for one cob) mean paid twice.
+    settlements = {f.settlement for f in ordered if f.kind is Kind.PAYMENT_PAID and f.settlement}
+    found += ["paid twice"] * max(len(settlements) - 1, 0)
     money = [f.occurred_at for f in ordered if f.kind in _MONEY]
     if money:
         paid_at = min((t for t in money if t is not None), default=None)
@@ -281,7 +285,15 @@ def _record(event: ParsedEvent) -> dict[str, Any]:
         "refunded_total": event.refunded_total,
         "currency": event.currency,
         "reference": event.reference,
+        "settlement": _settlement(event),
     }
+
+
+def _settlement(event: ParsedEvent) -> str | None:
+    """Identity of the money movement, when the adapter gives one in
+    `data["settlement_id"]` (Pix endToEndId, card charge id)."""
+    value = event.data.get("settlement_id")
+    return value if isinstance(value, str) and value else None
 
 
 def _load(event_id: str, raw: Mapping[str, Any]) -> _Fact:
@@ -294,6 +306,7 @@ def _load(event_id: str, raw: Mapping[str, Any]) -> _Fact:
         refunded_total=raw.get("refunded_total"),
         currency=raw.get("currency"),
         reference=raw.get("reference"),
+        settlement=raw.get("settlement"),
     )
 
 

@@ -29,6 +29,7 @@ def ev(
     currency: str | None = "BRL",
     reference: str | None = None,
     object_id: str = "pay_1",
+    settlement: str | None = None,
 ) -> ParsedEvent:
     return ParsedEvent(
         dedup_key=f"{kind.value}-{minute}-{amount}-{refunded_total}",
@@ -40,6 +41,7 @@ def ev(
         currency=currency,
         occurred_at=None if minute is None else at(minute),
         refunded_total=refunded_total,
+        data={} if settlement is None else {"settlement_id": settlement},
     )
 
 
@@ -248,13 +250,14 @@ def test_failed_after_paid_is_anomalous_and_never_moves_it_back() -> None:
 
 
 def test_pix_cob_paid_twice_is_flagged() -> None:
-    second = ev(Kind.PAYMENT_PAID, 6, amount=1000)
-    payment, history = fold([(1, PAID_1000), (2, second)])
+    first = ev(Kind.PAYMENT_PAID, 5, amount=1000, settlement="E1")
+    second = ev(Kind.PAYMENT_PAID, 6, amount=1000, settlement="E2")
+    payment, history = fold([(1, first), (2, second)])
     assert history[1].verdict is Verdict.ANOMALOUS
     assert history[1].note == "paid twice"
     assert payment.state is PaymentState.PAID
     assert payment.anomalies == 1
-    swapped, _ = fold([(2, second), (1, PAID_1000)])
+    swapped, _ = fold([(2, second), (1, first)])
     assert swapped.anomalies == 1
     assert swapped.amount == payment.amount == 1000
 
@@ -265,6 +268,15 @@ def test_same_payment_reported_by_two_events_is_no_effect() -> None:
     assert history[1].verdict is Verdict.NO_EFFECT
     assert payment.anomalies == 0
     assert payment.version == 2
+
+
+def test_two_paid_events_of_one_settlement_are_not_an_anomaly() -> None:
+    # charge.paid then order.paid: two event types, one money movement, different times
+    charge_paid = ev(Kind.PAYMENT_PAID, 5, amount=1000, settlement="ch_1")
+    order_paid = ev(Kind.PAYMENT_PAID, 6, amount=1000)
+    payment, history = fold([(1, charge_paid), (2, order_paid)])
+    assert payment.anomalies == 0
+    assert history[1].verdict is Verdict.NO_EFFECT
 
 
 def test_refund_beyond_the_amount_is_flagged() -> None:
@@ -392,6 +404,7 @@ def test_facts_survive_a_json_round_trip() -> None:
         "refunded_total": None,
         "currency": "BRL",
         "reference": "order-1",
+        "settlement": None,
     }
     reloaded = replace(payment, facts=stored)
     again = apply(reloaded, source="shop", event_id=2, event=PAID_1000, at=NOW)

@@ -1,0 +1,457 @@
+"""Pagar.me: v5 RS256 webhooks against a JWKS, and the HMAC `X-Hub-Signature` variants.
+
+Authentication (PROVIDERS.md §2), in this order:
+- `X-Webhook-Asymmetric-Signature: alg=RS256; kid=<kid>; signature=<base64url>` when
+  present: RSA PKCS#1 v1.5 SHA-256 over the raw body, with the JWK of that kid from
+  `jwks_url` (default Pagar.me's) or `jwks_file`. Nothing is timestamped, so replays are
+  stopped by de-duplication on the hook id, not here.
+- else `X-Hub-Signature: sha1=<hex>` or `sha256=<hex>`, an HMAC of the raw body with any
+  of `secrets` (legacy v4 uses the account API key as the secret); refused when
+  `require_asymmetric = true`.
+
+`verify` is pure: the JWKS is loaded by `prepare`, which the receiver awaits before
+`verify`. It fetches the key set when the header names a kid the cache lacks, at most
+once per `jwks_refetch_seconds` (default 60); an unknown kid then fails as UnknownKey.
+
+Events: one per v5 delivery, keyed by the hook id. The payment is the ORDER, so charge
+events are filed under `data.order.id` when present. Refund events carry the cumulative
+refunded amount in `refunded_total` (the charge's `canceled_amount`; for `charge.refunded`
+without it, the charge amount) and, in `amount`, the last transaction's amount when given.
+Legacy v4 postbacks (JSON or form-encoded, `current_status`) are keyed `{id}:{status}`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
+from porteiro.config import SourceConfig
+from porteiro.errors import (
+    ConfigError,
+    GatewayError,
+    MalformedHeader,
+    MissingHeader,
+    ParseError,
+    SignatureMismatch,
+    UnknownKey,
+)
+from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.providers import signing
+from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.jwks import JwksCache
+from porteiro.providers.standard import parse_rfc3339
+
+ASYMMETRIC_HEADER = "x-webhook-asymmetric-signature"
+HUB_HEADER = "x-hub-signature"
+DEFAULT_JWKS_URL = "https://hubapi.pagar.me/.well-known/jwks.json"
+DEFAULT_API_BASE_URL = "https://api.pagar.me/core/v5"
+
+V5_KINDS: Mapping[str, Kind] = {
+    "order.created": Kind.PAYMENT_CREATED,
+    "order.pending": Kind.PAYMENT_CREATED,
+    "charge.created": Kind.PAYMENT_CREATED,
+    "charge.pending": Kind.PAYMENT_CREATED,
+    "charge.paid": Kind.PAYMENT_PAID,
+    "order.paid": Kind.PAYMENT_PAID,
+    "charge.payment_failed": Kind.PAYMENT_FAILED,
+    "order.payment_failed": Kind.PAYMENT_FAILED,
+    "order.canceled": Kind.PAYMENT_CANCELED,
+    "charge.refunded": Kind.PAYMENT_REFUNDED,
+    "charge.partial_canceled": Kind.PAYMENT_PARTIALLY_REFUNDED,
+    "charge.chargedback": Kind.DISPUTE_LOST,
+}
+LEGACY_KINDS: Mapping[str, Kind] = {
+    "waiting_payment": Kind.PAYMENT_CREATED,
+    "authorized": Kind.PAYMENT_AUTHORIZED,
+    "paid": Kind.PAYMENT_PAID,
+    "refunded": Kind.PAYMENT_REFUNDED,
+    "refused": Kind.PAYMENT_FAILED,
+}
+# Status reads for reconciliation: GET /orders/{id} (or /charges/{id} for a ch_ id).
+STATUS_KINDS: Mapping[str, Kind] = {
+    "pending": Kind.PAYMENT_CREATED,
+    "processing": Kind.PAYMENT_CREATED,
+    "paid": Kind.PAYMENT_PAID,
+    "failed": Kind.PAYMENT_FAILED,
+    "canceled": Kind.PAYMENT_CANCELED,
+    "chargedback": Kind.DISPUTE_LOST,
+}
+_HUB_ALGORITHMS = ("sha1", "sha256")
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def parse_asymmetric_header(value: str) -> tuple[str, bytes]:
+    """(kid, signature) of an `alg=RS256; kid=...; signature=...` header."""
+    fields = signing.parse_unique_pairs(value, separator=";")
+    missing = [key for key in ("alg", "kid", "signature") if not fields.get(key)]
+    if missing:
+        raise MalformedHeader(f"{ASYMMETRIC_HEADER} lacks {', '.join(missing)}")
+    if fields["alg"].upper() != "RS256":
+        raise MalformedHeader(f"{ASYMMETRIC_HEADER}: unsupported alg (only RS256)")
+    raw = signing.decode_base64(fields["signature"], what="signature", urlsafe=True)
+    return fields["kid"], raw
+
+
+def parse_hub_header(value: str) -> tuple[str, bytes]:
+    """(algorithm, digest) of a `sha1=<hex>` / `sha256=<hex>` header."""
+    algorithm, sep, digest = value.strip().partition("=")
+    algorithm = algorithm.strip().lower()
+    if not sep or algorithm not in _HUB_ALGORITHMS:
+        raise MalformedHeader(f"{HUB_HEADER} must be sha1=<hex> or sha256=<hex>")
+    return algorithm, signing.decode_hex(digest, what=HUB_HEADER)
+
+
+class PagarmeProvider:
+    """Pagar.me webhooks for one source."""
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.source = source
+        self.require_asymmetric = _opt_bool(source, "require_asymmetric")
+        self.keys = _jwks_cache(source)
+        self._secrets = [secret.encode() for secret in source.secrets]
+        self._signing_key = _private_key(source)
+        self._signing_kid = source.option_str("signing_kid") or "porteiro-test"
+
+    # -- authentication ---------------------------------------------------------------
+
+    async def prepare(self, request: InboundRequest, http: httpx.AsyncClient) -> None:
+        """Load the JWKS (rate-limited) if the delivery names a kid we do not know."""
+        header = request.header(ASYMMETRIC_HEADER)
+        if header is None:
+            return
+        try:
+            kid, _ = parse_asymmetric_header(header)
+        except MalformedHeader:
+            return  # verify() reports it
+        await self.keys.ensure(kid, http)
+
+    async def refresh_keys(self, http: httpx.AsyncClient) -> None:
+        """Reload the JWKS now (e.g. at start-up); raises GatewayError or ConfigError."""
+        await self.keys.refresh(http)
+
+    def verify(self, request: InboundRequest, now: datetime) -> None:
+        asymmetric = request.header(ASYMMETRIC_HEADER)
+        if asymmetric is not None:
+            self._verify_rs256(asymmetric, request.body)
+            return
+        if self.require_asymmetric:
+            raise MissingHeader(f"{ASYMMETRIC_HEADER} header is missing (required)")
+        hub = request.header(HUB_HEADER)
+        if hub is None or not self._secrets:
+            raise MissingHeader(
+                f"{ASYMMETRIC_HEADER} header is missing"
+                + ("" if self._secrets else f" ({HUB_HEADER} needs secrets configured)")
+            )
+        algorithm, digest = parse_hub_header(hub)
+        signing.verify_hmac(request.body, self._secrets, [digest], algorithm=algorithm)
+
+    def _verify_rs256(self, header: str, body: bytes) -> None:
+        kid, signature = parse_asymmetric_header(header)
+        key = self.keys.get(kid)
+        if key is None:
+            raise UnknownKey(f"no JWKS key with kid {kid[:64]!r}")
+        try:
+            key.verify(signature, body, padding.PKCS1v15(), hashes.SHA256())
+        except (InvalidSignature, ValueError):
+            raise SignatureMismatch("RS256 signature does not match the body") from None
+
+    # -- events -------------------------------------------------------------------------
+
+    def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
+        body = _load_body(request.body)
+        if body.get("object") == "transaction" or ("current_status" in body and "type" not in body):
+            return [_legacy_event(body)]
+        return [_v5_event(body)]
+
+    def ack(self) -> Ack:
+        return Ack()
+
+    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        return event
+
+    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
+        """The order's (or a `ch_` charge's) current status; None without an api_key."""
+        if not self.source.api_key:
+            return None
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        collection = "charges" if object_id.startswith("ch_") else "orders"
+        try:
+            response = await http.get(
+                f"{base}/{collection}/{object_id}", auth=(self.source.api_key, "")
+            )
+            response.raise_for_status()
+            resource = response.json()
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"pagarme GET {collection}/{object_id} failed: {exc}") from exc
+        except ValueError as exc:
+            raise GatewayError(f"pagarme {collection}/{object_id}: not JSON: {exc}") from exc
+        if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
+            raise GatewayError(f"pagarme {collection}/{object_id}: no status in the answer")
+        return _status_event(object_id, collection, resource)
+
+    # -- simulation ---------------------------------------------------------------------
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        headers = {"content-type": "application/json"}
+        if self._signing_key is not None:
+            raw = self._signing_key.sign(body, padding.PKCS1v15(), hashes.SHA256())
+            headers[ASYMMETRIC_HEADER] = (
+                f"alg=RS256; kid={self._signing_kid}; signature={signing.encode_base64url(raw)}"
+            )
+        elif self._secrets:
+            digest = signing.hmac_digest(self._secrets[0], body, "sha256")
+            headers[HUB_HEADER] = "sha256=" + digest.hex()
+        else:
+            raise ConfigError(
+                f"source {self.source.name!r}: signing needs signing_key_file or secrets"
+            )
+        return SignedRequest(body=body, headers=headers)
+
+    def sample_lifecycle(
+        self, payment: SamplePayment, now: datetime, rng: random.Random
+    ) -> Sequence[bytes]:
+        return _sample_bodies(payment, now, rng)
+
+
+@register("pagarme")
+def _build(source: SourceConfig) -> Provider:
+    return PagarmeProvider(source)
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+def _jwks_cache(source: SourceConfig) -> JwksCache:
+    file = source.option_str("jwks_file")
+    url = source.option_str("jwks_url")
+    if file and url:
+        raise ConfigError(f"source {source.name!r}: set jwks_url or jwks_file, not both")
+    refetch = source.options.get("jwks_refetch_seconds", 60)
+    if isinstance(refetch, bool) or not isinstance(refetch, int | float) or refetch < 0:
+        raise ConfigError(f"source {source.name!r}: jwks_refetch_seconds must be a number")
+    if file:
+        return JwksCache(file=Path(file), refetch_seconds=float(refetch))
+    return JwksCache(url=url or DEFAULT_JWKS_URL, refetch_seconds=float(refetch))
+
+
+def _opt_bool(source: SourceConfig, key: str) -> bool:
+    value = source.options.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"source {source.name!r}: {key} must be true or false")
+    return value
+
+
+def _private_key(source: SourceConfig) -> RSAPrivateKey | None:
+    path = source.option_str("signing_key_file")
+    if not path:
+        return None
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"source {source.name!r}: signing_key_file: {exc}") from exc
+    if not isinstance(key, RSAPrivateKey):
+        raise ConfigError(f"source {source.name!r}: signing_key_file must be an RSA key")
+    return key
+
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+def _load_body(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParseError("body is not UTF-8 text") from None
+    if not text.lstrip().startswith("{"):
+        # Legacy postbacks may be form-encoded; keep only the flat fields we read.
+        try:
+            return dict(parse_qsl(text, keep_blank_values=True, strict_parsing=True))
+        except ValueError:
+            raise ParseError("body is neither JSON nor form-encoded") from None
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ParseError("body must be a JSON object")
+    return body
+
+
+def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
+    hook_id = _str(body, "id", "id")
+    event_type = _str(body, "type", "type")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise ParseError("data must be a JSON object")
+    kind = V5_KINDS.get(event_type, Kind.OTHER)
+    is_charge = event_type.startswith("charge.")
+    order = data.get("order") if is_charge else None
+    order = order if isinstance(order, dict) else {}
+    object_id = _opt_str(order, "id", "data.order.id") or _opt_str(data, "id", "data.id")
+    if object_id is None and kind is not Kind.OTHER:
+        raise ParseError(f"{event_type}: data.id is required")
+    amount = _opt_int(data, "amount", "data.amount")
+    refunded_total: int | None = None
+    if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
+        refunded_total = _opt_int(data, "canceled_amount", "data.canceled_amount")
+        if refunded_total is None and kind is Kind.PAYMENT_REFUNDED:
+            refunded_total = amount  # fully refunded: everything charged came back
+        last = data.get("last_transaction")
+        last = last if isinstance(last, dict) else {}
+        amount = _opt_int(last, "amount", "data.last_transaction.amount")
+    created = body.get("created_at")
+    currency = _opt_str(data, "currency", "data.currency")
+    account = body.get("account")
+    details = {
+        "status": data.get("status"),
+        "charge_id": data.get("id") if is_charge else None,
+        "payment_method": data.get("payment_method"),
+        "account_id": account.get("id") if isinstance(account, dict) else None,
+    }
+    return ParsedEvent(
+        dedup_key=hook_id,
+        kind=kind,
+        type=event_type,
+        object_id=object_id,
+        reference=_opt_str(order, "code", "data.order.code") or _opt_str(data, "code", "data.code"),
+        amount=amount,
+        currency=currency.upper() if currency else None,
+        occurred_at=None if created is None else parse_rfc3339(created, field="created_at"),
+        refunded_total=refunded_total,
+        data={key: value for key, value in details.items() if isinstance(value, str)},
+    )
+
+
+def _legacy_event(body: Mapping[str, Any]) -> ParsedEvent:
+    transaction_id = body.get("id")
+    if isinstance(transaction_id, bool) or not isinstance(transaction_id, int | str):
+        raise ParseError("legacy postback: id must be a number or a string")
+    status = _str(body, "current_status", "current_status")
+    event = body.get("event")
+    return ParsedEvent(
+        dedup_key=f"{transaction_id}:{status}",
+        kind=LEGACY_KINDS.get(status, Kind.OTHER),
+        type=event if isinstance(event, str) and event else "transaction_status_changed",
+        object_id=str(transaction_id),
+        data={"current_status": status, "old_status": str(body.get("old_status", ""))},
+    )
+
+
+def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) -> ParsedEvent:
+    status = str(resource["status"])
+    updated = resource.get("updated_at")
+    try:
+        occurred = None if updated is None else parse_rfc3339(updated, field="updated_at")
+        amount = _opt_int(resource, "amount", "amount")
+        currency = _opt_str(resource, "currency", "currency")
+        reference = _opt_str(resource, "code", "code")
+    except ParseError as exc:
+        raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
+    return ParsedEvent(
+        dedup_key=f"reconcile:{object_id}:{status}",
+        kind=STATUS_KINDS.get(status, Kind.OTHER),
+        type=f"{collection[:-1]}.{status}",
+        object_id=object_id,
+        reference=reference,
+        amount=amount,
+        currency=currency.upper() if currency else None,
+        occurred_at=occurred,
+        data={"origin": "reconcile"},
+    )
+
+
+def _str(body: Mapping[str, Any], key: str, where: str) -> str:
+    value = _opt_str(body, key, where)
+    if value is None:
+        raise ParseError(f"{where} must be a non-empty string")
+    return value
+
+
+def _opt_str(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ParseError(f"{where} must be a string")
+    return value or None
+
+
+def _opt_int(body: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParseError(f"{where} must be a non-negative integer (minor units)")
+    return value
+
+
+# -- samples ----------------------------------------------------------------------------
+
+
+def _sample_bodies(payment: SamplePayment, now: datetime, rng: random.Random) -> list[bytes]:
+    order = {"id": payment.object_id, "code": payment.reference}
+    charge = {
+        "id": "ch_" + _random_id(rng),
+        "code": payment.reference,
+        "amount": payment.amount,
+        "currency": payment.currency,
+        "payment_method": "credit_card",
+        "order": order,
+    }
+    total = {"amount": payment.amount, "currency": payment.currency}
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("order.created", {**order, **total, "status": "pending"}),
+        (
+            "charge.paid",
+            {
+                **charge,
+                "status": "paid",
+                "paid_amount": payment.amount,
+                "last_transaction": _transaction(rng, "captured", payment.amount),
+            },
+        ),
+        ("order.paid", {**order, **total, "status": "paid"}),
+    ]
+    if payment.refund:
+        part = max(1, payment.amount // 3)
+        for event_type, status, canceled, refunded in (
+            ("charge.partial_canceled", "paid", part, part),
+            ("charge.refunded", "canceled", payment.amount, payment.amount - part),
+        ):
+            refund = _transaction(rng, "refunded", refunded)
+            data = {**charge, "status": status, "canceled_amount": canceled}
+            steps.append((event_type, {**data, "last_transaction": refund}))
+    account = {"id": "acc_" + _random_id(rng), "name": "Porteiro simulate"}
+    start = now.astimezone(UTC) - timedelta(seconds=len(steps))
+    bodies = []
+    for index, (event_type, data) in enumerate(steps):
+        at = (start + timedelta(seconds=index)).isoformat(timespec="milliseconds")
+        hook = {
+            "id": "hook_" + _random_id(rng),
+            "account": account,
+            "type": event_type,
+            "created_at": at.replace("+00:00", "Z"),
+            "data": data,
+        }
+        bodies.append(json.dumps(hook, separators=(",", ":")).encode())
+    return bodies
+
+
+def _transaction(rng: random.Random, status: str, amount: int) -> dict[str, Any]:
+    return {"id": "tran_" + _random_id(rng), "status": status, "success": True, "amount": amount}
+
+
+def _random_id(rng: random.Random) -> str:
+    return "".join(rng.choice(_ID_ALPHABET) for _ in range(16))
