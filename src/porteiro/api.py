@@ -1,0 +1,276 @@
+"""The admin API under /api: events, DLQ, replay, payments, quarantine.
+
+Every route but the OpenAPI document needs `Authorization: Bearer <[admin] token>`.
+Without a configured token the API answers 503: it is never open by default.
+Replay goes through `porteiro.replay`, like the CLI: it makes events due again (the
+ledger makes a second apply of an already applied event a no-op); `{"reparse": true}`
+on /api/replay first re-parses the raw deliveries with the current adapter code, and
+`{"dry_run": true}` only reports the transitions it would make. DLQ replay re-parses
+dead unparseable deliveries and requeues the other dead events.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from importlib import metadata
+from typing import Any, TypeVar
+
+import orjson
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from porteiro import jsonview, replay
+from porteiro.errors import StoreUnavailable
+from porteiro.model import EventStatus, Kind
+from porteiro.openapi import openapi_document
+from porteiro.receiver import BodyTooLarge, json_error, read_capped
+from porteiro.runtime import Runtime
+from porteiro.store.base import EventFilter
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+MAX_ADMIN_BODY = 1024 * 1024
+_FILTER_KEYS = ("source", "kind", "status", "object_id", "dedup_key", "since", "until")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+E = TypeVar("E", bound=StrEnum)
+
+
+class BadRequest(Exception):
+    """The caller's input is invalid: 400 with this message."""
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("porteiro")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+class AdminApi:
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        token = runtime.config.admin_token
+        self._token = None if token is None else token.encode("utf-8")
+        self._retry_after = {"Retry-After": str(runtime.config.server.retry_after_seconds)}
+        self._openapi = orjson.dumps(openapi_document(_package_version()))
+
+    def routes(self) -> list[Route]:
+        guard = self._guard
+        return [
+            Route("/api/openapi.json", self.openapi, methods=["GET"]),
+            Route("/api/events", guard(self.list_events), methods=["GET"]),
+            Route("/api/events/{id:int}", guard(self.show_event), methods=["GET"]),
+            Route("/api/events/{id:int}/replay", guard(self.replay_event), methods=["POST"]),
+            Route("/api/dlq", guard(self.list_dlq), methods=["GET"]),
+            Route("/api/dlq/replay", guard(self.replay_dlq), methods=["POST"]),
+            Route("/api/replay", guard(self.replay), methods=["POST"]),
+            Route(
+                "/api/payments/{source}/{object_id:path}",
+                guard(self.show_payment),
+                methods=["GET"],
+            ),
+            Route("/api/quarantine", guard(self.list_quarantine), methods=["GET"]),
+        ]
+
+    def _guard(self, handler: Endpoint) -> Endpoint:
+        async def endpoint(request: Request) -> Response:
+            if self._token is None:
+                return json_error(503, "admin API disabled: set [admin] token")
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode("utf-8"), self._token
+            ):
+                return json_error(
+                    401, "missing or invalid admin token", {"WWW-Authenticate": "Bearer"}
+                )
+            try:
+                return await handler(request)
+            except BadRequest as exc:
+                return json_error(400, str(exc))
+            except StoreUnavailable:
+                return json_error(503, "store unavailable", self._retry_after)
+
+        endpoint.__name__ = handler.__name__
+        return endpoint
+
+    async def openapi(self, request: Request) -> Response:
+        return Response(self._openapi, media_type="application/json")
+
+    async def list_events(self, request: Request) -> Response:
+        params = request.query_params
+        return await self._page(params, event_filter(params))
+
+    async def list_dlq(self, request: Request) -> Response:
+        params = request.query_params
+        dead = EventFilter(source=params.get("source") or None, status=EventStatus.DEAD)
+        return await self._page(params, dead)
+
+    async def _page(self, params: QueryParams, filter: EventFilter) -> Response:
+        limit = parse_limit(params.get("limit"))
+        cursor = params.get("cursor") or None
+        try:
+            page = await self._runtime.store.list_events(filter, cursor, limit)
+        except ValueError as exc:  # a cursor the store cannot decode
+            raise BadRequest(f"invalid cursor: {exc}") from exc
+        items = [jsonview.event_to_json(event) for event in page.items]
+        return json_response({"items": items, "next": page.next})
+
+    async def show_event(self, request: Request) -> Response:
+        store = self._runtime.store
+        event_id: int = request.path_params["id"]
+        event = await store.get_event(event_id)
+        if event is None:
+            return json_error(404, "unknown event")
+        deliveries = await store.event_deliveries(event_id)
+        return json_response(jsonview.event_detail_to_json(event, deliveries))
+
+    async def replay_event(self, request: Request) -> Response:
+        event_id: int = request.path_params["id"]
+        if await self._runtime.store.requeue([event_id], self._runtime.clock()) == 0:
+            return json_error(404, "unknown event")
+        return json_response({"requeued": 1})
+
+    async def replay_dlq(self, request: Request) -> Response:
+        body = await read_json_object(request)
+        ids, filter = replay_selection(body, ("source", "kind", "since", "until"))
+        dead = replace(filter, status=EventStatus.DEAD)
+        report = await replay.redrive(self._runtime, dead, ids=ids)
+        return _report(report)
+
+    async def replay(self, request: Request) -> Response:
+        body = await read_json_object(request)
+        reparse, dry_run = _flag(body, "reparse"), _flag(body, "dry_run")
+        ids, filter = replay_selection(body, _FILTER_KEYS)
+        if ids is None and filter == EventFilter():
+            raise BadRequest("give ids or at least one filter (source, kind, status, ...)")
+        action = replay.reparse if reparse else replay.requeue
+        target: replay.Target = filter if ids is None else ids
+        return _report(await action(self._runtime, target, dry_run=dry_run))
+
+    async def show_payment(self, request: Request) -> Response:
+        store = self._runtime.store
+        source: str = request.path_params["source"]
+        object_id: str = request.path_params["object_id"]
+        payment = await store.get_payment(source, object_id)
+        if payment is None:
+            return json_error(404, "unknown payment")
+        history = await store.payment_history(source, object_id)
+        return json_response(jsonview.payment_to_json(payment, history))
+
+    async def list_quarantine(self, request: Request) -> Response:
+        limit = parse_limit(request.query_params.get("limit"))
+        refused = await self._runtime.store.list_quarantine(limit)
+        return json_response({"items": [jsonview.quarantine_to_json(item) for item in refused]})
+
+
+def _report(report: replay.ReplayReport) -> Response:
+    return json_response({"requeued": len(report.event_ids), **replay.report_to_json(report)})
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = body.pop(key, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{key} must be true or false")
+    return value
+
+
+def event_filter(params: Mapping[str, Any]) -> EventFilter:
+    """An EventFilter from query parameters or a JSON object; 400 on invalid values."""
+
+    def text(key: str) -> str | None:
+        value = params.get(key)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise BadRequest(f"{key} must be a string")
+        return value
+
+    status, kind = text("status"), text("kind")
+    since, until = text("since"), text("until")
+    return EventFilter(
+        source=text("source"),
+        status=None if status is None else parse_enum(EventStatus, status, "status"),
+        kind=None if kind is None else parse_enum(Kind, kind, "kind"),
+        object_id=text("object_id"),
+        dedup_key=text("dedup_key"),
+        since=None if since is None else parse_datetime(since, "since"),
+        until=None if until is None else parse_datetime(until, "until"),
+    )
+
+
+def parse_enum(enum: type[E], value: str, name: str) -> E:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        raise BadRequest(f"invalid {name} {value!r}: expected one of {allowed}") from None
+
+
+def parse_datetime(value: str, name: str) -> datetime:
+    """ISO 8601; a value without an offset is taken as UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(
+            f"invalid {name} {value!r}: expected ISO 8601, e.g. 2024-05-01T12:00:00Z"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def parse_limit(value: str | None) -> int:
+    if value is None or value == "":
+        return DEFAULT_LIMIT
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+        raise BadRequest(f"invalid limit {value!r}: expected an integer from 1 to {MAX_LIMIT}")
+    return int(value)
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (an empty body is `{}`)."""
+    try:
+        raw = await read_capped(request, request.headers.get("content-length"), MAX_ADMIN_BODY)
+    except BodyTooLarge:
+        raise BadRequest(f"body over {MAX_ADMIN_BODY} bytes") from None
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"invalid JSON body: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def replay_selection(
+    body: Mapping[str, Any], allowed: Sequence[str]
+) -> tuple[list[int] | None, EventFilter]:
+    """(explicit ids or None, filter). Unknown keys are refused: a typo must not widen a
+    replay to every event."""
+    unknown = sorted(set(body) - {"ids", *allowed})
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s) {', '.join(unknown)}; allowed: ids, {', '.join(allowed)}"
+        )
+    filter = event_filter(body)
+    ids = body.get("ids")
+    if ids is None:
+        return None, filter
+    if not isinstance(ids, list) or not all(
+        isinstance(item, int) and not isinstance(item, bool) for item in ids
+    ):
+        raise BadRequest("ids must be a list of integers")
+    if filter != EventFilter():
+        raise BadRequest("ids cannot be combined with a filter")
+    return ids, filter

@@ -1,0 +1,136 @@
+"""The ASGI application: receiver, probes, metrics and admin API on one Starlette app.
+
+`create_app` takes a built Runtime (nothing read from the environment); `asgi_app` is the
+entry point for `uvicorn porteiro.app:asgi_app --factory` and the only place here that
+reads the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from porteiro.api import AdminApi
+from porteiro.config import load_config
+from porteiro.errors import StoreUnavailable
+from porteiro.observability import configure_logging, logger
+from porteiro.receiver import Receiver
+from porteiro.runtime import Runtime
+
+Background = Callable[[], Awaitable[None]]
+
+
+class Probes:
+    """/healthz, /readyz and /metrics: each bounded by the store timeout."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._timeout = runtime.config.server.store_timeout_seconds
+        self._retry_after = {"Retry-After": str(runtime.config.server.retry_after_seconds)}
+
+    async def healthz(self, request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._runtime.store.ping()
+        except (StoreUnavailable, TimeoutError):
+            return _json({"status": "unavailable"}, 503, self._retry_after)
+        return _json({"status": "ready"})
+
+    async def metrics(self, request: Request) -> Response:
+        metrics = self._runtime.metrics
+        # Best effort: a slow or down store must not make the scrape hang or fail.
+        with contextlib.suppress(StoreUnavailable, TimeoutError):
+            async with asyncio.timeout(self._timeout):
+                counts = await self._runtime.store.status_counts()
+            for status, count in counts.items():
+                metrics.events_by_status.labels(status).set(count)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(data), status_code=status, headers=headers, media_type="application/json"
+    )
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    background: Sequence[Background] = (),
+    migrate: bool = False,
+) -> Starlette:
+    """The whole HTTP surface. The lifespan opens the runtime (migrating if asked), runs
+    each `background` coroutine (e.g. the worker) as a task, and on shutdown cancels them
+    and closes the runtime."""
+    receiver = Receiver(runtime)
+    probes = Probes(runtime)
+    routes = [
+        Route("/webhooks/{source}", receiver.handle, methods=["POST"]),
+        Route("/webhooks/{source}/pix", receiver.handle, methods=["POST"]),
+        Route("/healthz", probes.healthz, methods=["GET"]),
+        Route("/readyz", probes.readyz, methods=["GET"]),
+        Route("/metrics", probes.metrics, methods=["GET"]),
+        *AdminApi(runtime).routes(),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await runtime.start(migrate=migrate)
+        tasks = [asyncio.create_task(_run(job), name=_name(job)) for job in background]
+        for task in tasks:
+            task.add_done_callback(_report_crash)
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await runtime.stop()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _run(job: Background) -> None:
+    await job()
+
+
+def _name(job: Background) -> str:
+    return f"porteiro:{getattr(job, '__qualname__', type(job).__name__)}"
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        logger().error(
+            "background.crashed",
+            action="background.crashed",
+            task=task.get_name(),
+            error=f"{type(error).__name__}: {error}",
+            exc_info=error,
+        )
+
+
+def asgi_app() -> Starlette:
+    """`uvicorn porteiro.app:asgi_app --factory`: config from PORTEIRO_CONFIG / env.
+
+    Migrates on start only for the embedded SQLite default; PostgreSQL is migrated on
+    purpose with `porteiro db upgrade`.
+    """
+    env = dict(os.environ)
+    configure_logging(env.get("PORTEIRO_LOG_LEVEL", "INFO"))
+    config = load_config(None, env)
+    return create_app(Runtime.build(config), migrate=config.store_url.startswith("sqlite:"))

@@ -1,0 +1,260 @@
+"""The ingest pipeline behind POST /webhooks/{source}: cap, verify, parse, store, ack.
+
+Order matters: the body is read under a size cap, the adapter authenticates the raw
+bytes before anything parses them, and the 2xx goes out only once the delivery and its
+events are durable. Every failure maps to one status: 401 (nothing stored but the
+bounded quarantine), 404, 413, 503 with Retry-After (fast, never a hang or a 500).
+This is the hot path: no per-request logger binding, no re-serialisation of the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import httpx
+import orjson
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Scope
+
+from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
+from porteiro.model import InboundRequest, ParsedEvent
+from porteiro.observability import logger
+from porteiro.providers.base import Provider
+from porteiro.runtime import Runtime
+from porteiro.store.base import RecordResult
+
+# Metric label for requests to sources that are not configured: the path segment is
+# attacker-controlled, so it never becomes a label value.
+UNKNOWN_SOURCE_LABEL = "_unknown"
+OUTCOMES = (
+    "accepted",
+    "duplicate",
+    "unauthorized",
+    "too_large",
+    "unparseable",
+    "unavailable",
+    "unknown_source",
+)
+# A provider's optional pre-verification step (e.g. Pagar.me refreshing its JWKS) may do
+# network I/O; it gets this long, then verification proceeds with what it has.
+PREPARE_TIMEOUT_SECONDS = 3.0
+
+Prepare = Callable[[InboundRequest, httpx.AsyncClient], Awaitable[None]]
+
+
+def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps({"error": message}),
+        status_code=status,
+        headers=headers,
+        media_type="application/json",
+    )
+
+
+def client_cert_subject(scope: Scope) -> str | None:
+    """The verified TLS client certificate subject, if the server checked one.
+
+    Hook for Pix mTLS: reads the ASGI TLS extension (`client_cert_name`, only when
+    `client_cert_error` is empty). A trusted TLS-terminating proxy forwarding the subject
+    in a header would be read here too, once configured per source.
+    """
+    tls = scope.get("extensions", {}).get("tls")
+    if not tls or tls.get("client_cert_error"):
+        return None
+    name = tls.get("client_cert_name")
+    return name if isinstance(name, str) and name else None
+
+
+class BodyTooLarge(Exception):
+    """The request body exceeds the configured cap."""
+
+
+async def read_capped(request: Request, declared: str | None, cap: int) -> bytes:
+    """The body as a stream, refusing early: by Content-Length, or while counting chunks."""
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Receiver:
+    """The webhook endpoint; one instance per app, holding pre-bound metric children."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        server = runtime.config.server
+        self._cap = server.max_body_bytes
+        self._timeout = server.store_timeout_seconds
+        self._retry_after = {"Retry-After": str(server.retry_after_seconds)}
+        self._log = logger()
+        metrics = runtime.metrics
+        labels = [*runtime.providers, UNKNOWN_SOURCE_LABEL]
+        # Pre-bound children: no label lookup per request, and every series exists at 0.
+        self._deliveries = {
+            (name, outcome): metrics.deliveries.labels(name, outcome)
+            for name in labels
+            for outcome in OUTCOMES
+        }
+        self._new = {name: metrics.events_recorded.labels(name, "new") for name in labels}
+        self._dups = {name: metrics.events_recorded.labels(name, "duplicate") for name in labels}
+        self._ack_seconds = {name: metrics.ack_seconds.labels(name) for name in labels}
+        self._prepare: dict[str, Prepare | None] = {
+            name: getattr(provider, "prepare", None) for name, provider in runtime.providers.items()
+        }
+
+    async def handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        source: str = request.path_params["source"]
+        provider = self._runtime.providers.get(source)
+        if provider is None:
+            self._deliveries[UNKNOWN_SOURCE_LABEL, "unknown_source"].inc()
+            return json_error(404, "unknown source")
+        try:
+            inbound = await self._inbound(request, source)
+        except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
+            return Response(status_code=400)
+        if inbound is None:
+            self._deliveries[source, "too_large"].inc()
+            return json_error(413, f"body over the limit of {self._cap} bytes")
+        refused = await self._authenticate(provider, inbound)
+        if refused is not None:
+            return refused
+        events, parse_error = self._parse(provider, inbound)
+        result = await self._record(inbound, events, parse_error)
+        if result is None:
+            self._deliveries[source, "unavailable"].inc()
+            return json_error(503, "store unavailable", self._retry_after)
+        ack = provider.ack()
+        self._count_accepted(source, result, parse_error)
+        self._ack_seconds[source].observe(time.perf_counter() - started)
+        return Response(ack.body, status_code=ack.status, media_type=ack.content_type)
+
+    async def _inbound(self, request: Request, source: str) -> InboundRequest | None:
+        scope = request.scope
+        headers = [
+            (name.decode("latin-1").lower(), value.decode("latin-1"))
+            for name, value in scope["headers"]
+        ]
+        declared = next((value for name, value in headers if name == "content-length"), None)
+        try:
+            body = await read_capped(request, declared, self._cap)
+        except BodyTooLarge:
+            return None
+        client = scope.get("client")
+        return InboundRequest(
+            source=source,
+            method=scope["method"],
+            path=scope["path"],
+            query=scope["query_string"].decode("latin-1"),
+            headers=headers,
+            body=body,
+            peer=client[0] if client else None,
+            received_at=self._runtime.clock(),
+            client_cert_subject=client_cert_subject(scope),
+        )
+
+    async def _authenticate(self, provider: Provider, inbound: InboundRequest) -> Response | None:
+        prepare = self._prepare[inbound.source]
+        if prepare is not None:
+            await self._run_prepare(prepare, inbound)
+        try:
+            provider.verify(inbound, inbound.received_at)
+        except AuthenticationError as exc:
+            self._deliveries[inbound.source, "unauthorized"].inc()
+            self._log.warning(
+                "delivery.unauthorized",
+                action="delivery.unauthorized",
+                source=inbound.source,
+                reason=exc.reason,
+            )
+            await self._quarantine(inbound, exc)
+            return json_error(401, exc.reason)
+        return None
+
+    async def _run_prepare(self, prepare: Prepare, inbound: InboundRequest) -> None:
+        try:
+            async with asyncio.timeout(PREPARE_TIMEOUT_SECONDS):
+                await prepare(inbound, self._runtime.http)
+        except Exception as exc:  # best effort: verify decides with what it has
+            self._log.warning(
+                "provider.prepare_failed",
+                action="provider.prepare_failed",
+                source=inbound.source,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
+    async def _quarantine(self, inbound: InboundRequest, exc: AuthenticationError) -> None:
+        # Forensics only: a failure here must not change the 401 nor delay it unboundedly.
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._runtime.store.quarantine(inbound, exc.reason, str(exc) or None)
+        except (StoreUnavailable, TimeoutError) as failure:
+            self._log.warning(
+                "delivery.quarantine_failed",
+                action="delivery.quarantine_failed",
+                source=inbound.source,
+                error=type(failure).__name__,
+            )
+
+    def _parse(
+        self, provider: Provider, inbound: InboundRequest
+    ) -> tuple[Sequence[ParsedEvent], str | None]:
+        try:
+            return provider.parse(inbound), None
+        except ParseError as exc:
+            return (), str(exc) or "unparseable body"
+        except Exception as exc:
+            # An adapter bug must not drop an authenticated body: store it dead-lettered,
+            # so `replay` can re-parse it once the adapter is fixed.
+            self._log.exception(
+                "delivery.parser_crashed", action="delivery.parser_crashed", source=inbound.source
+            )
+            return (), f"adapter error: {type(exc).__name__}: {exc}"
+
+    async def _record(
+        self, inbound: InboundRequest, events: Sequence[ParsedEvent], parse_error: str | None
+    ) -> RecordResult | None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._runtime.store.record_delivery(
+                    inbound, events, parse_error=parse_error
+                )
+        except (StoreUnavailable, TimeoutError) as exc:
+            self._log.warning(
+                "delivery.store_unavailable",
+                action="delivery.store_unavailable",
+                source=inbound.source,
+                error=type(exc).__name__,
+            )
+            return None
+
+    def _count_accepted(self, source: str, result: RecordResult, parse_error: str | None) -> None:
+        if parse_error is not None:
+            outcome = "unparseable"
+        elif result.new == 0 and result.duplicates > 0:
+            outcome = "duplicate"
+        else:
+            outcome = "accepted"
+        self._deliveries[source, outcome].inc()
+        if result.new:
+            self._new[source].inc(result.new)
+        if result.duplicates:
+            self._dups[source].inc(result.duplicates)
+        self._log.info(
+            "delivery.accepted",
+            action="delivery.accepted",
+            source=source,
+            delivery_id=result.delivery_id,
+            new=result.new,
+            duplicates=result.duplicates,
+            parse_error=parse_error,
+        )
