@@ -1,0 +1,305 @@
+"""The PostgreSQL store's queries and their parameters, in one place (the schema lives in
+migrations/postgres).
+
+Parameters are named (`%(name)s`); every time comes from the caller, never SQL `now()`,
+so tests control the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from porteiro.model import EventStatus, Kind, ParsedEvent, Payment
+from porteiro.store import rows
+from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, unparseable_dedup_key
+
+# Channel record_delivery, requeue and reparsed notify; idle workers LISTEN on it.
+CHANNEL: Final = "porteiro_events"
+
+# Session-level advisory lock key serialising `upgrade` across processes.
+MIGRATION_LOCK: Final = 7_135_290_114_508_312_401
+
+BOOTSTRAP: Final = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+LOCK_MIGRATIONS: Final = "SELECT pg_advisory_lock(%s)"
+UNLOCK_MIGRATIONS: Final = "SELECT pg_advisory_unlock(%s)"
+APPLIED_VERSIONS: Final = "SELECT version FROM schema_migrations"
+MARK_APPLIED: Final = "INSERT INTO schema_migrations (version) VALUES (%s)"
+
+NOTIFY: Final = "SELECT pg_notify('porteiro_events', '')"
+
+INSERT_DELIVERY: Final = """
+INSERT INTO deliveries
+    (source, received_at, method, path, query, headers, body, peer, client_cert_subject,
+     parse_error)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+RETURNING id"""
+
+# A duplicate counts and links; it revives a failed event (dead or retrying) by making it
+# due now, but never the unparseable placeholder, which only `reparsed` settles.
+# `xmax = 0` is true only for a freshly inserted row. The link rides in the same statement.
+UPSERT_EVENT: Final = """
+WITH e AS (
+    INSERT INTO events
+        (source, dedup_key, kind, type, object_id, reference, amount, currency,
+         occurred_at, refunded_total, thin, data, status, next_attempt_at, last_error,
+         first_delivery_id, last_delivery_id, received_at, updated_at)
+    VALUES (%(source)s, %(dedup_key)s, %(kind)s, %(type)s, %(object_id)s, %(reference)s,
+            %(amount)s, %(currency)s, %(occurred_at)s, %(refunded_total)s, %(thin)s,
+            %(data)s, %(status)s, %(next_attempt_at)s, %(last_error)s, %(delivery_id)s,
+            %(delivery_id)s, %(now)s, %(now)s)
+    ON CONFLICT (source, dedup_key) DO UPDATE SET
+        duplicates = events.duplicates + 1,
+        last_delivery_id = EXCLUDED.last_delivery_id,
+        status = CASE WHEN events.status IN ('dead', 'retrying')
+                           AND events.type <> 'porteiro.unparseable'
+                      THEN 'pending' ELSE events.status END,
+        next_attempt_at = CASE WHEN events.status IN ('dead', 'retrying')
+                                    AND events.type <> 'porteiro.unparseable'
+                               THEN EXCLUDED.received_at ELSE events.next_attempt_at END,
+        updated_at = EXCLUDED.updated_at
+    RETURNING id, (xmax = 0) AS inserted, status
+), link AS (
+    INSERT INTO event_deliveries (event_id, delivery_id)
+    SELECT id, %(delivery_id)s FROM e
+    ON CONFLICT DO NOTHING
+)
+SELECT id, inserted, status FROM e"""
+
+INSERT_QUARANTINE: Final = """
+INSERT INTO quarantine (source, received_at, reason, detail, headers, body, peer)
+VALUES (%s, %s, %s, %s, %s, %s, %s)"""
+
+# Keep the newest `limit` rows: drop every id at or below the (limit + 1)-th newest.
+TRIM_QUARANTINE: Final = """
+DELETE FROM quarantine
+WHERE id <= (SELECT id FROM quarantine ORDER BY id DESC LIMIT 1 OFFSET %s)"""
+
+# Expired leases and due events are picked by two ordered scans of their partial indexes
+# (an OR of both would sort every due row on each claim). SKIP LOCKED keeps concurrent
+# claimers apart; MATERIALIZED keeps each locking scan evaluated exactly once.
+CLAIM: Final = """
+WITH expired AS MATERIALIZED (
+    SELECT id, next_attempt_at FROM events
+    WHERE status = 'processing' AND lease_until < %(now)s
+    ORDER BY lease_until, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), due AS MATERIALIZED (
+    SELECT id, next_attempt_at FROM events
+    WHERE status IN ('pending', 'retrying') AND next_attempt_at <= %(now)s
+    ORDER BY next_attempt_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT id FROM (SELECT * FROM expired UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY next_attempt_at, id
+    LIMIT %(limit)s
+)
+UPDATE events SET status = 'processing', attempts = attempts + 1,
+    claim_token = %(token)s, claimed_by = %(worker)s, lease_until = %(lease_until)s,
+    updated_at = %(now)s
+FROM picked
+WHERE events.id = picked.id
+RETURNING events.*"""
+
+# Every fenced write matches the claim token while the event is processing; a lost
+# claim (expired and taken over, or requeued) matches no row.
+APPLY_EVENT: Final = """
+UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, last_error = NULL, kind = %(kind)s, type = %(type)s,
+    object_id = %(object_id)s, reference = %(reference)s, amount = %(amount)s,
+    currency = %(currency)s, occurred_at = %(occurred_at)s,
+    refunded_total = %(refunded_total)s, thin = %(thin)s, data = %(data)s,
+    updated_at = %(now)s
+WHERE id = %(id)s AND claim_token = %(token)s AND status = 'processing'"""
+
+SETTLE: Final = """
+UPDATE events SET status = %(status)s, last_error = %(error)s,
+    next_attempt_at = COALESCE(%(at)s, next_attempt_at), claim_token = NULL,
+    claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
+WHERE id = %(id)s AND claim_token = %(token)s AND status = 'processing'"""
+
+# All events of one payment serialise on this lock, taken before the payment row is read
+# (a new payment has no row to lock yet). A hash collision only serialises two payments.
+LOCK_PAYMENT: Final = """
+SELECT pg_advisory_xact_lock(hashtextextended(%(source)s || ':' || %(object_id)s, 0))"""
+
+LOCK_AND_GET_PAYMENT: Final = """
+SELECT * FROM payments WHERE source = %(source)s AND object_id = %(object_id)s FOR UPDATE"""
+
+GET_PAYMENT: Final = "SELECT * FROM payments WHERE source = %s AND object_id = %s"
+
+UPSERT_PAYMENT: Final = """
+INSERT INTO payments
+    (source, object_id, state, amount, currency, refunded_amount, reference, version,
+     last_event_at, facts, anomalies, created_at, updated_at)
+VALUES (%(source)s, %(object_id)s, %(state)s, %(amount)s, %(currency)s,
+        %(refunded_amount)s, %(reference)s, %(version)s, %(last_event_at)s, %(facts)s,
+        %(anomalies)s, %(now)s, %(now)s)
+ON CONFLICT (source, object_id) DO UPDATE SET
+    state = EXCLUDED.state, amount = EXCLUDED.amount, currency = EXCLUDED.currency,
+    refunded_amount = EXCLUDED.refunded_amount, reference = EXCLUDED.reference,
+    version = EXCLUDED.version, last_event_at = EXCLUDED.last_event_at,
+    facts = EXCLUDED.facts, anomalies = EXCLUDED.anomalies,
+    updated_at = EXCLUDED.updated_at"""
+
+INSERT_TRANSITION: Final = """
+INSERT INTO transitions
+    (source, object_id, event_id, from_state, to_state, verdict, note, at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"""
+
+REQUEUE: Final = """
+UPDATE events SET status = 'pending', next_attempt_at = %(now)s, attempts = 0,
+    claim_token = NULL, claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
+WHERE id = ANY(%(ids)s)"""
+
+GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = %s"
+
+# Replay with current code: the parsed fields are overwritten and the event made due.
+UPSERT_REPARSED: Final = """
+WITH e AS (
+    INSERT INTO events
+        (source, dedup_key, kind, type, object_id, reference, amount, currency,
+         occurred_at, refunded_total, thin, data, status, next_attempt_at,
+         first_delivery_id, last_delivery_id, received_at, updated_at)
+    VALUES (%(source)s, %(dedup_key)s, %(kind)s, %(type)s, %(object_id)s, %(reference)s,
+            %(amount)s, %(currency)s, %(occurred_at)s, %(refunded_total)s, %(thin)s,
+            %(data)s, 'pending', %(now)s, %(delivery_id)s, %(delivery_id)s,
+            %(received_at)s, %(now)s)
+    ON CONFLICT (source, dedup_key) DO UPDATE SET
+        kind = EXCLUDED.kind, type = EXCLUDED.type, object_id = EXCLUDED.object_id,
+        reference = EXCLUDED.reference, amount = EXCLUDED.amount,
+        currency = EXCLUDED.currency, occurred_at = EXCLUDED.occurred_at,
+        refunded_total = EXCLUDED.refunded_total, thin = EXCLUDED.thin,
+        data = EXCLUDED.data, status = 'pending',
+        next_attempt_at = EXCLUDED.next_attempt_at, attempts = 0, claim_token = NULL,
+        claimed_by = NULL, lease_until = NULL, updated_at = EXCLUDED.updated_at
+    RETURNING id
+), link AS (
+    INSERT INTO event_deliveries (event_id, delivery_id)
+    SELECT id, %(delivery_id)s FROM e
+    ON CONFLICT DO NOTHING
+)
+SELECT id FROM e"""
+
+CLEAR_PARSE_ERROR: Final = "UPDATE deliveries SET parse_error = NULL WHERE id = %s"
+
+SETTLE_PLACEHOLDER: Final = """
+UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, updated_at = %s
+WHERE source = %s AND dedup_key = %s"""
+
+GET_EVENT: Final = "SELECT * FROM events WHERE id = %s"
+
+EVENT_DELIVERIES: Final = """
+SELECT d.* FROM deliveries AS d JOIN event_deliveries AS ed ON ed.delivery_id = d.id
+WHERE ed.event_id = %s ORDER BY d.id"""
+
+PAYMENT_HISTORY: Final = """
+SELECT * FROM transitions WHERE source = %s AND object_id = %s ORDER BY id"""
+
+LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT %s"
+
+STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
+
+PING: Final = "SELECT 1"
+
+
+# -- parameters ------------------------------------------------------------------------
+
+
+def json_param(value: Any) -> Jsonb:
+    return Jsonb(value, dumps=rows.dump_json)
+
+
+def headers_param(headers: Sequence[tuple[str, str]]) -> Jsonb:
+    return json_param([[name, value] for name, value in headers])
+
+
+def placeholder_params(source: str, delivery_id: int, now: datetime, reason: str) -> dict[str, Any]:
+    """The dead event standing for a delivery that could not be parsed."""
+    placeholder = ParsedEvent(
+        dedup_key=unparseable_dedup_key(delivery_id),
+        kind=Kind.OTHER,
+        type=UNPARSEABLE_TYPE,
+        object_id=None,
+    )
+    params = event_params(placeholder, source, delivery_id, now)
+    params.update(status=EventStatus.DEAD.value, last_error=reason)
+    return params
+
+
+def event_params(
+    event: ParsedEvent, source: str, delivery_id: int, now: datetime
+) -> dict[str, Any]:
+    status = rows.initial_status(event.kind, event.object_id, event.thin)
+    return {
+        "source": source,
+        "dedup_key": event.dedup_key,
+        "kind": Kind(event.kind).value,
+        "type": event.type,
+        "object_id": event.object_id,
+        "reference": event.reference,
+        "amount": event.amount,
+        "currency": event.currency,
+        "occurred_at": event.occurred_at,
+        "refunded_total": event.refunded_total,
+        "thin": event.thin,
+        "data": json_param(dict(event.data)),
+        "status": status.value,
+        "next_attempt_at": now if status is EventStatus.PENDING else None,
+        "last_error": None,
+        "delivery_id": delivery_id,
+        "now": now,
+    }
+
+
+def payment_params(payment: Payment, now: datetime) -> dict[str, Any]:
+    return {
+        "source": payment.source,
+        "object_id": payment.object_id,
+        "state": payment.state.value,
+        "amount": payment.amount,
+        "currency": payment.currency,
+        "refunded_amount": payment.refunded_amount,
+        "reference": payment.reference,
+        "version": payment.version,
+        "last_event_at": payment.last_event_at,
+        "facts": json_param(dict(payment.facts)),
+        "anomalies": payment.anomalies,
+        "now": now,
+    }
+
+
+def event_where(filter: EventFilter) -> tuple[list[sql.Composable], dict[str, Any]]:
+    """WHERE conditions for an EventFilter: fixed column names, values always bound."""
+    clauses: list[sql.Composable] = [sql.SQL("TRUE")]
+    params: dict[str, Any] = {}
+    for column, value in (
+        ("source", filter.source),
+        ("status", filter.status),
+        ("kind", filter.kind),
+        ("object_id", filter.object_id),
+        ("dedup_key", filter.dedup_key),
+    ):
+        if value is not None:
+            clauses.append(
+                sql.SQL("{} = {}").format(sql.Identifier("events", column), sql.Placeholder(column))
+            )
+            params[column] = str(value)
+    if filter.since is not None:
+        clauses.append(sql.SQL("events.received_at >= %(since)s"))
+        params["since"] = filter.since
+    if filter.until is not None:
+        clauses.append(sql.SQL("events.received_at < %(until)s"))
+        params["until"] = filter.until
+    return clauses, params

@@ -1,0 +1,462 @@
+"""The PostgreSQL store: psycopg 3 async with a connection pool.
+
+Many receivers and workers share one database. Claims use `FOR UPDATE SKIP LOCKED` with a
+lease; every write made under a claim is fenced by its token. Idle workers LISTEN on
+`porteiro_events` and fall back to polling. An outage surfaces fast as StoreUnavailable:
+a request waits at most `acquire_timeout` (0.5 s) for a pooled connection, and opening
+never waits for the server.
+
+Events of one payment are serialised by a transaction-level advisory lock on the hash of
+(source, object_id), taken before the payment row is read: a new payment has no row to
+lock yet, and the lock makes "read, decide, write" atomic without retry loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from porteiro.errors import ConfigError, StoreUnavailable
+from porteiro.model import (
+    EventStatus,
+    InboundRequest,
+    ParsedEvent,
+    Payment,
+    QuarantinedRequest,
+    StoredDelivery,
+    StoredEvent,
+    Transition,
+)
+from porteiro.store import pg_queries as q
+from porteiro.store import rows
+from porteiro.store.base import (
+    Claim,
+    Decide,
+    EventFilter,
+    Page,
+    RecordResult,
+    unparseable_dedup_key,
+)
+from porteiro.store.migrations import load_migrations
+
+Connection = AsyncConnection[DictRow]
+
+
+class _ClaimLost(Exception):
+    """Raised inside `apply` to roll back when the fencing update matched nothing."""
+
+
+class PostgresStore:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        quarantine_limit: int = 10_000,
+        max_size: int = 10,
+        acquire_timeout: float = 0.5,
+        connect_timeout: int = 1,
+        reconnect_timeout: float = 5.0,
+    ) -> None:
+        self.conninfo = conninfo
+        self.quarantine_limit = quarantine_limit
+        self._max_size = max_size
+        self._acquire_timeout = acquire_timeout
+        self._connect_timeout = connect_timeout
+        self._reconnect_timeout = reconnect_timeout
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._listener: Connection | None = None
+        self._listener_lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """`postgresql://...[?quarantine_limit=N]`; other parameters go to libpq."""
+        parts = urlsplit(url)
+        params = parse_qsl(parts.query, keep_blank_values=True)
+        limit = [value for key, value in params if key == "quarantine_limit"]
+        if not limit:
+            return cls(url)
+        if not limit[-1].isdigit():
+            raise ConfigError(f"quarantine_limit must be a non-negative integer: {limit[-1]!r}")
+        # libpq decodes %XX but not "+": re-encode spaces as %20.
+        kept = urlencode([(k, v) for k, v in params if k != "quarantine_limit"], quote_via=quote)
+        conninfo = urlunsplit(parts._replace(query=kept))
+        return cls(conninfo, quarantine_limit=int(limit[-1]))
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            self.conninfo,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": self._connect_timeout,
+            },
+            min_size=1,
+            max_size=self._max_size,
+            timeout=self._acquire_timeout,
+            # The pool's reconnection backs off exponentially (1, 2, 4... s) until this
+            # gives up; the next request then starts a fresh attempt at once. Kept short
+            # so the store is back within seconds of the server, however long the outage.
+            reconnect_timeout=self._reconnect_timeout,
+            open=False,
+            name="porteiro",
+        )
+        # wait=False: the process starts during an outage; requests get 503 until it ends.
+        await pool.open(wait=False)
+        self._pool = pool
+
+    async def close(self) -> None:
+        await self._drop_listener()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection; driver failures meaning "the database is not there right
+        now" become StoreUnavailable, constraint and programming errors stay bugs."""
+        if self._pool is None:
+            raise StoreUnavailable("PostgreSQL store is not open")
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
+
+    async def upgrade(self) -> Sequence[str]:
+        applied: list[str] = []
+        async with self._connection() as conn:
+            # Session lock: a second process upgrading at once waits, then finds nothing.
+            await conn.execute(q.LOCK_MIGRATIONS, (q.MIGRATION_LOCK,))
+            try:
+                await conn.execute(q.BOOTSTRAP)
+                cursor = await conn.execute(q.APPLIED_VERSIONS)
+                done = {row["version"] for row in await cursor.fetchall()}
+                for migration in load_migrations("postgres"):
+                    if migration.version in done:
+                        continue
+                    async with conn.transaction():
+                        await conn.execute(migration.sql.encode())
+                        await conn.execute(q.MARK_APPLIED, (migration.version,))
+                    applied.append(migration.version)
+            finally:
+                await conn.execute(q.UNLOCK_MIGRATIONS, (q.MIGRATION_LOCK,))
+        return applied
+
+    async def ping(self) -> None:
+        async with self._connection() as conn:
+            await conn.execute(q.PING)
+
+    # -- ingest --------------------------------------------------------------------------
+
+    async def record_delivery(
+        self,
+        request: InboundRequest,
+        events: Sequence[ParsedEvent],
+        *,
+        parse_error: str | None = None,
+    ) -> RecordResult:
+        # Pipelined: BEGIN and the delivery, then the events, then NOTIFY and COMMIT.
+        async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            cursor = await conn.execute(
+                q.INSERT_DELIVERY,
+                (
+                    request.source,
+                    request.received_at,
+                    request.method,
+                    request.path,
+                    request.query,
+                    q.headers_param(request.headers),
+                    request.body,
+                    request.peer,
+                    request.client_cert_subject,
+                    parse_error,
+                ),
+            )
+            delivery_id = _first(await cursor.fetchone())["id"]
+            params = [
+                q.event_params(event, request.source, delivery_id, request.received_at)
+                for event in events
+            ]
+            if parse_error is not None:
+                params = [
+                    q.placeholder_params(
+                        request.source, delivery_id, request.received_at, parse_error
+                    )
+                ]
+            found = await _execute_each(conn, q.UPSERT_EVENT, params)
+            if any(row["status"] == EventStatus.PENDING for row in found):
+                await conn.execute(q.NOTIFY)  # delivered to listeners on commit
+        new = sum(1 for row in found if row["inserted"])
+        return RecordResult(delivery_id, [row["id"] for row in found], new, len(found) - new)
+
+    async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                q.INSERT_QUARANTINE,
+                (
+                    request.source,
+                    request.received_at,
+                    reason,
+                    detail,
+                    q.headers_param(request.headers),
+                    request.body[: rows.QUARANTINE_BODY_LIMIT],
+                    request.peer,
+                ),
+            )
+            await conn.execute(q.TRIM_QUARANTINE, (self.quarantine_limit,))
+
+    # -- work queue ----------------------------------------------------------------------
+
+    async def claim(
+        self, worker_id: str, limit: int, lease: timedelta, now: datetime
+    ) -> Sequence[Claim]:
+        if limit < 1:
+            return []
+        token = uuid.uuid4().hex
+        lease_until = now + lease
+        params = {
+            "token": token,
+            "worker": worker_id,
+            "lease_until": lease_until,
+            "now": now,
+            "limit": limit,
+        }
+        async with self._connection() as conn:
+            cursor = await conn.execute(q.CLAIM, params)
+            found = await cursor.fetchall()
+        events = sorted(
+            (rows.event_from_row(row) for row in found),
+            key=lambda event: (event.next_attempt_at or lease_until, event.id),
+        )
+        return [Claim(event, token, lease_until.astimezone(UTC)) for event in events]
+
+    async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109 (protocol)
+        deadline = time.monotonic() + timeout
+        try:
+            listener = await self._listen()
+            notifies = listener.notifies(timeout=max(timeout, 0.0), stop_after=1)
+            async with contextlib.aclosing(notifies):
+                async for _ in notifies:
+                    pass  # stop_after=1: ends on the first notification or the timeout
+            return
+        except psycopg.Error:
+            # Outage or a broken listener: degrade to polling, reconnect next time.
+            await self._drop_listener()
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+
+    async def _listen(self) -> Connection:
+        async with self._listener_lock:
+            if self._listener is None or self._listener.closed:
+                listener = await AsyncConnection.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    row_factory=dict_row,
+                    connect_timeout=self._connect_timeout,
+                )
+                await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.CHANNEL)))
+                self._listener = listener
+            return self._listener
+
+    async def _drop_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                await listener.close()
+
+    async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
+        if event.object_id is None:
+            raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
+        key = {"source": claim.event.source, "object_id": event.object_id}
+        params = q.event_params(event, claim.event.source, 0, now)
+        params.update(id=claim.event.id, token=claim.token)
+        try:
+            # Pipelined: BEGIN, fence, lock and read go in one round trip; the writes and
+            # COMMIT in a second. A lost claim also took the lock, released on rollback.
+            async with self._connection() as conn, conn.pipeline(), conn.transaction():
+                fenced = await conn.execute(q.APPLY_EVENT, params)
+                await conn.execute(q.LOCK_PAYMENT, key)
+                found = await (await conn.execute(q.LOCK_AND_GET_PAYMENT, key)).fetchone()
+                if fenced.rowcount == 0:
+                    raise _ClaimLost
+                outcome = decide(None if found is None else rows.payment_from_row(found))
+                payment, transition = outcome.payment, outcome.transition
+                if (payment.source, payment.object_id) != (key["source"], key["object_id"]):
+                    raise ValueError(f"decide returned payment {payment.object_id!r} for {key!r}")
+                await conn.execute(q.UPSERT_PAYMENT, q.payment_params(payment, now))
+                await conn.execute(
+                    q.INSERT_TRANSITION,
+                    (
+                        payment.source,
+                        payment.object_id,
+                        transition.event_id,
+                        None if transition.from_state is None else transition.from_state.value,
+                        transition.to_state.value,
+                        transition.verdict.value,
+                        transition.note,
+                        transition.at,
+                    ),
+                )
+        except _ClaimLost:
+            return False
+        return True
+
+    async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
+        return await self._settle(claim, EventStatus.IGNORED, reason, None, now)
+
+    async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
+        return await self._settle(claim, EventStatus.RETRYING, error, at, now)
+
+    async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
+        return await self._settle(claim, EventStatus.DEAD, error, None, now)
+
+    async def _settle(
+        self, claim: Claim, status: EventStatus, error: str, at: datetime | None, now: datetime
+    ) -> bool:
+        params = {
+            "status": status.value,
+            "error": error,
+            "at": at,
+            "now": now,
+            "id": claim.event.id,
+            "token": claim.token,
+        }
+        async with self._connection() as conn:
+            cursor = await conn.execute(q.SETTLE, params)
+        return cursor.rowcount > 0
+
+    # -- replay --------------------------------------------------------------------------
+
+    async def requeue(self, event_ids: Sequence[int], now: datetime) -> int:
+        ids = sorted(set(event_ids))
+        if not ids:
+            return 0
+        async with self._connection() as conn, conn.transaction():
+            cursor = await conn.execute(q.REQUEUE, {"ids": ids, "now": now})
+            if cursor.rowcount:
+                await conn.execute(q.NOTIFY)
+        return cursor.rowcount
+
+    async def reparsed(
+        self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
+    ) -> Sequence[int]:
+        async with self._connection() as conn, conn.transaction():
+            found = await (await conn.execute(q.GET_DELIVERY, (delivery_id,))).fetchone()
+            if found is None:
+                raise LookupError(f"no delivery {delivery_id}")
+            delivery = rows.delivery_from_row(found)
+            params = []
+            for event in events:
+                one = q.event_params(event, delivery.source, delivery_id, now)
+                one["received_at"] = delivery.received_at
+                params.append(one)
+            upserted = await _execute_each(conn, q.UPSERT_REPARSED, params)
+            await conn.execute(q.CLEAR_PARSE_ERROR, (delivery_id,))
+            placeholder = unparseable_dedup_key(delivery_id)
+            await conn.execute(q.SETTLE_PLACEHOLDER, (now, delivery.source, placeholder))
+            if upserted:
+                await conn.execute(q.NOTIFY)
+        return [row["id"] for row in upserted]
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def list_events(
+        self, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[StoredEvent]:
+        where, params = q.event_where(filter)
+        before = rows.parse_cursor(cursor)
+        if before is not None:
+            where.append(sql.SQL("events.id < %(before)s"))
+            params["before"] = before
+        params["limit"] = max(limit, 0) + 1
+        query = sql.SQL("SELECT * FROM events WHERE {} ORDER BY id DESC LIMIT %(limit)s")
+        found = await self._fetch(query.format(sql.SQL(" AND ").join(where)), params)
+        items = [rows.event_from_row(row) for row in found]
+        if len(items) > limit:
+            items = items[:limit]
+            return Page(items, str(items[-1].id) if items else None)
+        return Page(items, None)
+
+    async def get_event(self, event_id: int) -> StoredEvent | None:
+        found = await self._fetch(q.GET_EVENT, (event_id,))
+        return rows.event_from_row(found[0]) if found else None
+
+    async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
+        found = await self._fetch(q.EVENT_DELIVERIES, (event_id,))
+        return [rows.delivery_from_row(row) for row in found]
+
+    async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
+        found = await self._fetch(q.GET_DELIVERY, (delivery_id,))
+        return rows.delivery_from_row(found[0]) if found else None
+
+    async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
+        where, params = q.event_where(filter)
+        query = sql.SQL(
+            "SELECT DISTINCT ed.delivery_id FROM event_deliveries AS ed"
+            " JOIN events ON events.id = ed.event_id WHERE {} ORDER BY ed.delivery_id"
+        )
+        found = await self._fetch(query.format(sql.SQL(" AND ").join(where)), params)
+        return [int(row["delivery_id"]) for row in found]
+
+    async def get_payment(self, source: str, object_id: str) -> Payment | None:
+        found = await self._fetch(q.GET_PAYMENT, (source, object_id))
+        return rows.payment_from_row(found[0]) if found else None
+
+    async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
+        found = await self._fetch(q.PAYMENT_HISTORY, (source, object_id))
+        return [rows.transition_from_row(row) for row in found]
+
+    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]:
+        found = await self._fetch(q.LIST_QUARANTINE, (max(limit, 0),))
+        return [rows.quarantined_from_row(row) for row in found]
+
+    async def status_counts(self) -> dict[str, int]:
+        found = await self._fetch(q.STATUS_COUNTS, ())
+        counts = {status.value: 0 for status in EventStatus}
+        counts.update({row["status"]: int(row["n"]) for row in found})
+        return counts
+
+    async def _fetch(
+        self, query: str | sql.Composed, params: Sequence[Any] | dict[str, Any]
+    ) -> list[DictRow]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall()
+
+
+async def _execute_each(
+    conn: Connection, query: str, params: Sequence[dict[str, Any]]
+) -> list[DictRow]:
+    """Run a one-row-returning statement per parameter set, pipelined (few round trips),
+    and return the rows in order."""
+    if not params:
+        return []
+    found: list[DictRow] = []
+    async with conn.cursor() as cursor:
+        await cursor.executemany(query, params, returning=True)
+        async for result in cursor.results():
+            found.append(_first(await result.fetchone()))
+    return found
+
+
+def _first(row: DictRow | None) -> DictRow:
+    if row is None:
+        raise RuntimeError("statement returned no row")  # RETURNING always yields one
+    return row

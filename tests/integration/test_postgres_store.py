@@ -1,0 +1,357 @@
+"""PostgreSQL-only behaviour: several processes (here: several stores, each with its own
+pool) sharing one database, NOTIFY wake-ups, fencing, and fast failure during an outage."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from porteiro.errors import ConfigError, StoreUnavailable
+from porteiro.model import (
+    EventStatus,
+    InboundRequest,
+    Kind,
+    Outcome,
+    ParsedEvent,
+    Payment,
+    PaymentState,
+    Transition,
+    Verdict,
+)
+from porteiro.store.base import Claim, Decide
+from porteiro.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2026, 11, 30, 6, 45, 33, 123456, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+
+
+def request(at: datetime = T0) -> InboundRequest:
+    return InboundRequest(
+        source="stripe",
+        method="POST",
+        path="/webhooks/stripe",
+        query="",
+        headers=(("content-type", "application/json"),),
+        body=b"{}",
+        peer="203.0.113.7",
+        received_at=at,
+    )
+
+
+def paid(key: str, object_id: str = "pi_1") -> ParsedEvent:
+    return ParsedEvent(
+        dedup_key=key, kind=Kind.PAYMENT_PAID, type="payment_intent.succeeded", object_id=object_id
+    )
+
+
+def bump(claim: Claim, at: datetime) -> Decide:
+    """A stand-in ledger: each applied event bumps the version and appends its key, so a
+    lost update shows as a missing key or a wrong version."""
+
+    def decide(current: Payment | None) -> Outcome:
+        seen = [] if current is None else list(current.facts["keys"])
+        payment = Payment(
+            source=claim.event.source,
+            object_id=claim.event.object_id or "",
+            state=PaymentState.PAID,
+            amount=1000,
+            currency="brl",
+            refunded_amount=0,
+            reference=None,
+            version=1 if current is None else current.version + 1,
+            last_event_at=at,
+            facts={"keys": [*seen, claim.event.dedup_key]},
+        )
+        transition = Transition(
+            event_id=claim.event.id,
+            from_state=None if current is None else current.state,
+            to_state=PaymentState.PAID,
+            verdict=Verdict.APPLIED,
+            at=at,
+        )
+        return Outcome(payment, transition)
+
+    return decide
+
+
+async def opened(url: str) -> PostgresStore:
+    store = PostgresStore.from_url(url)
+    await store.open()
+    return store
+
+
+@pytest.fixture
+async def two(pg_url: str) -> AsyncIterator[tuple[PostgresStore, PostgresStore]]:
+    """Two stores with separate pools on one migrated database: two processes."""
+    a, b = await opened(pg_url), await opened(pg_url)
+    await a.upgrade()
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def drain(store: PostgresStore, worker: str) -> list[int]:
+    got: list[int] = []
+    while claims := await store.claim(worker, 7, LEASE, T0 + timedelta(seconds=1)):
+        got.extend(claim.event.id for claim in claims)
+        await asyncio.sleep(0)
+    return got
+
+
+async def test_concurrent_claimers_split_the_work_without_overlap(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    recorded = await a.record_delivery(request(), [paid(f"evt_{n}", f"pi_{n}") for n in range(200)])
+    got_a, got_b = await asyncio.gather(drain(a, "a"), drain(b, "b"))
+    assert not set(got_a) & set(got_b)
+    assert len(got_a) + len(got_b) == 200
+    assert sorted(got_a + got_b) == sorted(recorded.event_ids)
+    assert got_a and got_b  # both really took part
+    counts = await a.status_counts()
+    assert counts[EventStatus.PROCESSING] == 200
+
+
+async def test_notify_wakes_a_waiting_store_promptly(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    await b.wait_for_work(0.01)  # the listener connects lazily
+    waiter = asyncio.create_task(b.wait_for_work(10))
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    started = time.monotonic()
+    await a.record_delivery(request(), [paid("evt_1")])
+    await asyncio.wait_for(waiter, 5)
+    assert time.monotonic() - started < 1.0
+
+
+async def test_late_commit_of_an_expired_claim_is_refused(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    [event_id] = (await a.record_delivery(request(), [paid("evt_1")])).event_ids
+    [first] = await a.claim("a", 1, LEASE, T0)
+    later = T0 + LEASE + timedelta(seconds=1)
+    [second] = await b.claim("b", 1, LEASE, later)
+    assert second.event.id == first.event.id == event_id
+    assert second.token != first.token
+    assert second.event.attempts == 2
+
+    parsed = first.event.parsed()
+    assert await a.apply(first, parsed, bump(first, later), later) is False
+    assert await b.apply(second, parsed, bump(second, later), later) is True
+    assert await a.dead_letter(first, "late", later) is False
+
+    payment = await a.get_payment("stripe", "pi_1")
+    assert payment is not None
+    assert payment.version == 1
+    assert payment.facts == {"keys": ["evt_1"]}
+    assert len(await a.payment_history("stripe", "pi_1")) == 1
+    stored = await a.get_event(event_id)
+    assert stored is not None
+    assert stored.status is EventStatus.DONE
+
+
+async def _lock_waiters(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def test_concurrent_apply_to_one_new_payment_serialises(
+    pg_url: str, two: tuple[PostgresStore, PostgresStore]
+) -> None:
+    a, b = two
+    await a.record_delivery(request(), [paid("evt_1"), paid("evt_2")])
+    [claim_a] = await a.claim("a", 1, LEASE, T0)
+    [claim_b] = await b.claim("b", 1, LEASE, T0)
+    assert claim_a.event.id != claim_b.event.id
+
+    # Hold the payment's lock so both applies are provably in flight at the same time.
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_1', 0))"
+        )
+        applies = [
+            asyncio.create_task(store.apply(claim, claim.event.parsed(), bump(claim, T0), T0))
+            for store, claim in ((a, claim_a), (b, claim_b))
+        ]
+        deadline = time.monotonic() + 5
+        while await _lock_waiters(pg_url) < 2:
+            assert time.monotonic() < deadline, "applies never queued on the payment lock"
+            await asyncio.sleep(0.02)
+        await holder.rollback()
+    assert await asyncio.gather(*applies) == [True, True]
+
+    payment = await a.get_payment("stripe", "pi_1")
+    assert payment is not None
+    assert payment.version == 2
+    assert sorted(payment.facts["keys"]) == ["evt_1", "evt_2"]
+    history = await a.payment_history("stripe", "pi_1")
+    assert len(history) == 2
+    assert history[0].from_state is None
+    assert history[1].from_state is PaymentState.PAID
+
+
+async def test_concurrent_upgrades_apply_each_migration_once(pg_url: str) -> None:
+    a, b = await opened(pg_url), await opened(pg_url)
+    try:
+        results: Sequence[Sequence[str]] = await asyncio.gather(a.upgrade(), b.upgrade())
+        applied = [version for result in results for version in result]
+        assert applied == ["0001"]
+        assert await a.upgrade() == []
+    finally:
+        await a.close()
+        await b.close()
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cursor = await conn.execute("SELECT version FROM schema_migrations")
+        assert await cursor.fetchall() == [("0001",)]
+
+
+async def test_outage_fails_fast_and_never_hangs() -> None:
+    store = PostgresStore.from_url("postgresql://postgres@127.0.0.1:1/test")
+    started = time.monotonic()
+    await store.open()
+    assert time.monotonic() - started < 1.5
+    try:
+        for attempt in (store.ping(), store.record_delivery(request(), [paid("evt_1")])):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await attempt
+            assert time.monotonic() - started < 1.5
+        started = time.monotonic()
+        await store.wait_for_work(0.2)  # degrades to a sleep, never raises
+        assert time.monotonic() - started < 1.5
+    finally:
+        await store.close()
+
+
+class Outage:
+    """A TCP relay in front of the real server that can be cut and restored, standing in
+    for a PostgreSQL restart or a network partition."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def restore(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        self._writers |= {writer, upstream_writer}
+        try:
+            await asyncio.gather(
+                self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer)
+            )
+        finally:
+            for each in (writer, upstream_writer):
+                each.transport.abort()
+                self._writers.discard(each)
+            self._tasks.discard(task)
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.transport.abort()
+
+
+async def eventually_pings(store: PostgresStore, within: float) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await store.ping()
+            return
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "store did not recover"
+            await asyncio.sleep(0.1)
+
+
+async def test_store_rides_out_a_server_outage(pg_url: str) -> None:
+    real = urlsplit(pg_url)
+    outage = Outage((real.hostname or "127.0.0.1", real.port or 5432))
+    url = real._replace(netloc=f"{real.username}@127.0.0.1:{outage.port}").geturl()
+    store = PostgresStore(url, reconnect_timeout=1.0)
+    await store.open()  # the server is "down": opening must not wait for it
+    try:
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+        await asyncio.sleep(1.5)  # longer than the pool's reconnect_timeout
+        await outage.restore()
+        await eventually_pings(store, within=5)
+        await store.upgrade()
+
+        await outage.cut()  # a restart: pooled connections die under the store
+        for _ in range(3):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await store.record_delivery(request(), [paid("evt_1")])
+            assert time.monotonic() - started < 1.5
+        await outage.restore()
+        await eventually_pings(store, within=5)
+        result = await store.record_delivery(request(), [paid("evt_1")])
+        assert result.new == 1
+    finally:
+        await store.close()
+        await outage.cut()
+
+
+async def test_durable_commits_stay_on(two: tuple[PostgresStore, PostgresStore]) -> None:
+    a, _ = two
+    async with a._connection() as conn:
+        cursor = await conn.execute("SHOW synchronous_commit")
+        row = await cursor.fetchone()
+    assert row is not None
+    assert row["synchronous_commit"] == "on"
+
+
+def test_from_url_takes_quarantine_limit_out_of_the_connection_url() -> None:
+    store = PostgresStore.from_url(
+        "postgresql://u@db.example:5432/porteiro?sslmode=disable&quarantine_limit=5"
+    )
+    assert store.quarantine_limit == 5
+    assert store.conninfo == "postgresql://u@db.example:5432/porteiro?sslmode=disable"
+    assert PostgresStore.from_url("postgresql://u@h/db").quarantine_limit == 10_000
+    spaced = PostgresStore.from_url("postgresql://h/db?options=-c%20a%3Db&quarantine_limit=0")
+    assert spaced.conninfo == "postgresql://h/db?options=-c%20a%3Db"
+    assert spaced.quarantine_limit == 0
+    with pytest.raises(ConfigError):
+        PostgresStore.from_url("postgresql://u@h/db?quarantine_limit=lots")
