@@ -94,9 +94,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     admin = _table(data, "admin")
     store_url = env.get("PORTEIRO_STORE_URL") or _opt_str(store, "url") or DEFAULT_STORE_URL
     admin_token = env.get("PORTEIRO_ADMIN_TOKEN") or _opt_str(admin, "token")
-    sources = {
-        name: _source(name, table) for name, table in _table(data, "sources").items()
-    }
+    sources = {name: _source(name, table) for name, table in _table(data, "sources").items()}
     return Config(
         store_url=store_url,
         admin_token=admin_token or None,
@@ -156,7 +154,7 @@ def _source(name: str, table: Any) -> SourceConfig:
         raise ConfigError(f"[sources.{name}] must be a table")
     provider = table.get("provider")
     if not isinstance(provider, str):
-        raise ConfigError(f"[sources.{name}] needs provider = \"...\"")
+        raise ConfigError(f'[sources.{name}] needs provider = "..."')
     secrets = table.get("secrets", [])
     if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
         raise ConfigError(f"[sources.{name}] secrets must be a list of strings")

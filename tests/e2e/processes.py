@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import IO
 
 import httpx
 from standardwebhooks.webhooks import Webhook
@@ -56,12 +57,14 @@ secrets = ["{DEV_SECRET}"]
 class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
+    handle: IO[bytes]
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.popen.poll() is None:
             self.popen.send_signal(sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):
             self.popen.wait(timeout=15)
+            self.handle.close()
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -76,7 +79,7 @@ def porteiro(config: Path, *args: str, log: Path) -> Proc:
         stderr=subprocess.STDOUT,
         env=env,
     )
-    return Proc(popen, log)
+    return Proc(popen, log, handle)
 
 
 def run_porteiro(config: Path, *args: str, timeout: float = 60) -> str:

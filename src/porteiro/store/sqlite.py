@@ -95,9 +95,18 @@ class SqliteStore:
         if self._db is not None:
             return
         with _unavailable():
-            db = await aiosqlite.connect(
+            pending = aiosqlite.connect(
                 self.path, timeout=self.busy_timeout_seconds, isolation_level=None
             )
+            try:
+                db = await pending
+            except BaseException:
+                # aiosqlite stops its thread on a failed connect without waiting for it;
+                # wait, so the thread never calls back into an event loop already closed.
+                thread = getattr(pending, "_thread", None)
+                if thread is not None and thread.is_alive():
+                    await asyncio.to_thread(thread.join, 2.0)
+                raise
             try:
                 db.row_factory = sqlite3.Row
                 await db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
