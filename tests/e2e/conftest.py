@@ -6,10 +6,8 @@ adapter, so a shared mistake in both could not make the tests pass.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -17,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from standardwebhooks.webhooks import Webhook
 from starlette.applications import Starlette
 
 from porteiro.app import create_app
 from porteiro.config import Config, ServerConfig, SourceConfig
 from porteiro.runtime import Runtime
+from tests.live_server import live_server
 
 SECRET = "whsec_" + base64.b64encode(b"porteiro-e2e-secret-0123456789ab").decode()
 ADMIN_TOKEN = "e2e-admin-token"
@@ -101,34 +99,11 @@ async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 async def server_url(runtime: Runtime) -> AsyncIterator[str]:
     """The app served by a real uvicorn on a free port (its own lifespan)."""
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(runtime, migrate=True), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(200):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.02)
-    if not server.started:
-        task.cancel()
-        raise RuntimeError("uvicorn did not start")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with live_server(create_app(runtime, migrate=True)) as url:
+        yield url
 
 
 def header_map(pairs: list[list[str]]) -> Mapping[str, str]:

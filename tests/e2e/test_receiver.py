@@ -35,11 +35,11 @@ from tests.e2e.conftest import (
     SOURCE,
     asgi_client,
     event_body,
-    free_port,
     make_config,
     post_signed,
     standard_headers,
 )
+from tests.live_server import free_port
 
 sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 

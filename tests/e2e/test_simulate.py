@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
@@ -25,6 +23,7 @@ from porteiro.runtime import Runtime, utc_now
 from porteiro.simulate import Plan, build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
+from tests.live_server import free_port, live_server
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 OTHER_SECRET = "whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"
@@ -92,12 +91,6 @@ class Served:
     runtime: Runtime
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     config = Config(
@@ -107,19 +100,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     )
     runtime = Runtime.build(config)
     app = create_app(runtime, background=[Worker(runtime).run], migrate=True)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not serving.done(), "server failed to start"
-        await asyncio.sleep(0.02)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", runtime)
-    finally:
-        server.should_exit = True
-        await serving
+    async with live_server(app) as url:
+        yield Served(url, runtime)
 
 
 async def test_simulated_deliveries_are_accepted_and_deduplicated(served: Served) -> None:
@@ -171,7 +153,7 @@ async def test_unreachable_url_is_a_transport_error() -> None:
         rng=random.Random(1),
     )  # fmt: skip
     report = await send(
-        built, provider, url=f"http://127.0.0.1:{_free_port()}", source="std", concurrency=1,
+        built, provider, url=f"http://127.0.0.1:{free_port()}", source="std", concurrency=1,
         clock=utc_now,
     )  # fmt: skip
     assert report.transport_errors == 3 and not report.all_ok

@@ -6,14 +6,12 @@ fetching and status reads run against a small real HTTP server (Starlette on uvi
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
 import json
 import random
 import re
-import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from hypothesis import HealthCheck, given, settings
@@ -51,6 +48,7 @@ from porteiro.providers.pagarme import (
     parse_asymmetric_header,
     parse_hub_header,
 )
+from tests.live_server import free_port, live_server
 
 NOW = datetime(2024, 11, 28, 16, 40, tzinfo=UTC)
 KID = "kid-2025"
@@ -693,12 +691,6 @@ class Gateway:
     auth: list[str | None] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 ORDERS = {
     "or_paid": {
         "id": "or_paid",
@@ -715,8 +707,7 @@ ORDERS = {
 
 @pytest.fixture
 async def gateway(keys: Keys) -> AsyncIterator[Gateway]:
-    port = free_port()
-    state = Gateway(url=f"http://127.0.0.1:{port}", jwks=jwks_document((KID, keys.private)))
+    state = Gateway(url="", jwks=jwks_document((KID, keys.private)))
 
     async def jwks(request: Request) -> Response:
         state.hits["jwks"] = state.hits.get("jwks", 0) + 1
@@ -736,19 +727,9 @@ async def gateway(keys: Keys) -> AsyncIterator[Gateway]:
             Route("/core/v5/charges/{id}", resource),
         ]
     )
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", http="h11", ws="none"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):  # uvicorn offers a flag, not an event, for "listening"
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    assert server.started, "the test gateway did not start"
-    yield state
-    server.should_exit = True
-    await task
+    async with live_server(app, lifespan="off") as url:
+        state.url = url
+        yield state
 
 
 def signed_request(
