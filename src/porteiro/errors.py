@@ -58,3 +58,8 @@ class StoreUnavailable(PorteiroError):
 
 class GatewayError(PorteiroError):
     """A call to a gateway's API failed; the worker retries it."""
+
+
+class NonRetryable(PorteiroError):
+    """Processing this event can never succeed as it stands (e.g. the PSP denies a Pix
+    that the webhook announced): the worker dead-letters it at once, for review."""

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from porteiro import ledger
-from porteiro.errors import StoreUnavailable
+from porteiro.errors import NonRetryable, StoreUnavailable
 from porteiro.model import Kind, Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.runtime import Runtime
@@ -180,7 +180,11 @@ class Worker:
         stored = claim.event
         text = error_text(exc)
         now = self.runtime.clock()
-        retry_at = self.runtime.config.worker.retry.decide(stored.attempts, now, self._rng)
+        retry_at = (
+            None
+            if isinstance(exc, NonRetryable)
+            else self.runtime.config.worker.retry.decide(stored.attempts, now, self._rng)
+        )
         try:
             if retry_at is None:
                 return await self._dead(claim, text, now)

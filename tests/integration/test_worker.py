@@ -19,7 +19,7 @@ import pytest
 
 from porteiro import replay
 from porteiro.config import Config, SourceConfig, WorkerConfig
-from porteiro.errors import GatewayError
+from porteiro.errors import GatewayError, NonRetryable
 from porteiro.model import (
     EventStatus,
     InboundRequest,
@@ -58,12 +58,16 @@ class FailingProvider:
 
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
         body = json.loads(request.body)
-        return [ParsedEvent(body["id"], kind=Kind.PAYMENT_PAID, type="x", object_id="p", thin=True)]
+        data = {"permanent": bool(body.get("permanent"))}
+        event = ParsedEvent(body["id"], Kind.PAYMENT_PAID, "x", object_id="p", thin=True, data=data)
+        return [event]
 
     def ack(self) -> Ack:
         return Ack()
 
     async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        if event.data.get("permanent"):
+            raise NonRetryable("the PSP denies this payment")
         raise GatewayError("gateway down: 502 from /payments/p")
 
     async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
@@ -211,6 +215,17 @@ async def test_failures_back_off_then_dead_letter(runtime: Runtime, clock: Clock
     assert due.status in (EventStatus.PENDING, EventStatus.RETRYING)
     assert due.next_attempt_at is not None and due.next_attempt_at <= clock.now
     assert await worker.run_once() == 1
+
+
+async def test_a_non_retryable_failure_is_dead_lettered_at_once(runtime: Runtime) -> None:
+    worker = Worker(runtime)
+    raw = b'{"id": "hook_2", "permanent": true}'
+    (event_id,) = (await deliver(runtime, "flaky", raw)).event_ids
+    assert await worker.run_once() == 1
+    dead = await event(runtime.store, event_id)
+    assert dead.status is EventStatus.DEAD and dead.attempts == 1
+    assert dead.last_error == "NonRetryable: the PSP denies this payment"
+    assert counted(runtime, "flaky", "dead") == 1
 
 
 async def test_same_payment_events_in_one_batch_apply_in_order(runtime: Runtime) -> None:
