@@ -456,27 +456,41 @@ def payments_show(ctx: click.Context, source: str, object_id: str, as_json: bool
 
 
 @cli.command()
+@click.argument("source_arg", metavar="[SOURCE]", required=False)
 @click.option("--url", help="Porteiro's base URL (default: from [server])")
-@click.option("--source", "source_name", required=True, help="a source of the configuration")
+@click.option("--source", "source_opt", help="a source of the configuration (or SOURCE)")
 @click.option("--count", type=click.IntRange(0), default=10, show_default=True, help="payments")
-@click.option("--duplicates", type=click.FloatRange(0, 1), default=0.0, help="fraction resent")
+@click.option(
+    "--duplicates",
+    type=click.FloatRange(0),
+    default=0.0,
+    help="extra copies: 0.3 = 30%% of deliveries twice, 3 = every delivery 4 times",
+)
 @click.option("--shuffle", is_flag=True, help="send in random order across payments")
 @click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--refunds", type=click.FloatRange(0, 1), default=0.0, help="fraction refunded")
+@click.option("--lifecycle", is_flag=True, help="every payment's whole lifecycle, refunds too")
 @click.option("--seed", type=int, help="reproducible payloads and order")
 @click.pass_context
 def simulate(
     ctx: click.Context,
+    source_arg: str | None,
     url: str | None,
-    source_name: str,
+    source_opt: str | None,
     count: int,
     duplicates: float,
     shuffle: bool,
     concurrency: int,
     refunds: float,
+    lifecycle: bool,
     seed: int | None,
 ) -> None:
     """Send correctly signed webhooks of SOURCE's gateway to a Porteiro."""
+    source_name = source_arg or source_opt
+    if source_name is None:
+        raise click.UsageError("name the source: porteiro simulate SOURCE")
+    if lifecycle:
+        refunds = 1.0
     config = _config(ctx)
     source = config.sources.get(source_name)
     if source is None:

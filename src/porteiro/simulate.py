@@ -48,11 +48,17 @@ def build_plan(
     now: datetime,
     rng: random.Random,
 ) -> Plan:
-    """Lifecycles of `count` payments; a `duplicates` fraction of deliveries sent twice."""
+    """Lifecycles of `count` payments, each delivery resent `duplicates` extra times.
+
+    The whole part of `duplicates` is how many copies every delivery gets on top of the
+    original; the fractional part is the share of deliveries that get one more (0.3:
+    30 % sent twice; 3: every delivery sent four times).
+    """
     if count < 0:
         raise ValueError("count must be >= 0")
-    if not 0.0 <= duplicates <= 1.0 or not 0.0 <= refunds <= 1.0:
-        raise ValueError("duplicates and refunds are fractions between 0 and 1")
+    if duplicates < 0.0 or not 0.0 <= refunds <= 1.0:
+        raise ValueError("duplicates must be >= 0 and refunds a fraction between 0 and 1")
+    copies, fraction = divmod(duplicates, 1.0)
     tag = f"{rng.getrandbits(32):08x}"  # keeps object ids of separate runs apart
     payments = [_sample_payment(tag, index, refunds, rng) for index in range(count)]
     originals = [
@@ -60,12 +66,14 @@ def build_plan(
         for index, payment in enumerate(payments)
         for body in provider.sample_lifecycle(payment, now, rng)
     ]
-    resent = set(rng.sample(range(len(originals)), round(duplicates * len(originals))))
+    resent = set(rng.sample(range(len(originals)), round(fraction * len(originals))))
     deliveries: list[PlannedDelivery] = []
     for position, original in enumerate(originals):
         deliveries.append(original)
-        if position in resent:
-            deliveries.append(PlannedDelivery(original.payment, original.body, duplicate=True))
+        extra = int(copies) + (1 if position in resent else 0)
+        deliveries.extend(
+            PlannedDelivery(original.payment, original.body, duplicate=True) for _ in range(extra)
+        )
     if shuffle:
         rng.shuffle(deliveries)
     return Plan(deliveries=deliveries, payments=payments)

@@ -78,9 +78,19 @@ def test_shuffle_mixes_payments() -> None:
     assert Counter(order) == {index: 3 for index in range(10)}
 
 
-def test_bad_fractions_are_refused() -> None:
+def test_whole_duplicates_resend_every_delivery_that_many_times() -> None:
+    built = plan(1, shuffle=False, duplicates=3.0, refunds=0.0)
+    assert built.duplicates == 90  # 3 extra copies of each of 30 deliveries
+    assert set(Counter(d.body for d in built.deliveries).values()) == {4}
+    mixed = plan(1, shuffle=False, duplicates=1.5, refunds=0.0)
+    assert mixed.duplicates == 30 + 15
+
+
+def test_bad_inputs_are_refused() -> None:
     with pytest.raises(ValueError):
-        plan(1, duplicates=1.5)
+        plan(1, duplicates=-0.5)
+    with pytest.raises(ValueError):
+        plan(1, refunds=1.5)
     with pytest.raises(ValueError):
         plan(1, count=-1)
 
