@@ -68,6 +68,7 @@ class _Fact:
     currency: str | None
     reference: str | None
     settlement: str | None
+    anomaly: str | None
 
     def key(self) -> tuple[Any, ...]:
         """A total order on content, oldest first (no time sorts oldest)."""
@@ -79,6 +80,7 @@ class _Fact:
             *_nullable(self.currency),
             *_nullable(self.reference),
             *_nullable(self.settlement),
+            *_nullable(self.anomaly),
             self.event_id,
         )
 
@@ -107,7 +109,7 @@ def apply(
     before = current if current is not None else _payment(source, object_id, {}, 0)
     from_state = current.state if current is not None else None
     key = str(event_id)
-    if Kind(event.kind) is Kind.OTHER:
+    if Kind(event.kind) is Kind.OTHER and event.anomaly is None:
         ignored = "kind other is not a payment fact"
         return _outcome(before, event_id, from_state, Verdict.NO_EFFECT, at, ignored)
     record = _record(event)
@@ -268,6 +270,8 @@ def _anomalies(ordered: list[_Fact], amount: int | None, refunded: int) -> tuple
                 found.append(f"{f.kind.value} but paid")
     if amount is not None and refunded > amount:
         found.append("refunded more than paid")
+    # Contradictions the gateway itself reported (e.g. underpaid), one per fact.
+    found += [f.anomaly for f in ordered if f.anomaly]
     return tuple(found)
 
 
@@ -286,6 +290,7 @@ def _record(event: ParsedEvent) -> dict[str, Any]:
         "currency": event.currency,
         "reference": event.reference,
         "settlement": _settlement(event),
+        "anomaly": event.anomaly,
     }
 
 
@@ -307,6 +312,7 @@ def _load(event_id: str, raw: Mapping[str, Any]) -> _Fact:
         currency=raw.get("currency"),
         reference=raw.get("reference"),
         settlement=raw.get("settlement"),
+        anomaly=raw.get("anomaly"),
     )
 
 

@@ -116,6 +116,21 @@ class ParsedEvent:
     thin: bool = False
     data: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def anomaly(self) -> str | None:
+        """A contradiction the adapter saw in the gateway's own data (Pagar.me
+        `charge.underpaid`, say), carried as `data["anomaly"]`: the ledger records it on the
+        payment for review, whatever the kind."""
+        value = self.data.get("anomaly")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def actionable(self) -> bool:
+        """Whether the ledger has anything to do with it (once enriched, if thin)."""
+        if self.thin:
+            return True
+        return self.object_id is not None and (self.kind != Kind.OTHER or self.anomaly is not None)
+
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:

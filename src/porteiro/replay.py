@@ -20,7 +20,6 @@ from porteiro.errors import ParseError
 from porteiro.model import (
     EventStatus,
     InboundRequest,
-    Kind,
     ParsedEvent,
     Payment,
     StoredDelivery,
@@ -287,7 +286,7 @@ class _Planner:
 
         if event.thin:
             return planned("needs enrichment")
-        if event.object_id is None or event.kind is Kind.OTHER:
+        if not event.actionable or event.object_id is None:
             return planned("ignored")
         key = (source, event.object_id)
         if key not in self._payments:

@@ -20,7 +20,7 @@ from typing import Any
 
 from porteiro import ledger
 from porteiro.errors import NonRetryable, StoreUnavailable
-from porteiro.model import Kind, Outcome, ParsedEvent, Payment
+from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, Claim
@@ -140,7 +140,7 @@ class Worker:
         event = stored.parsed()
         if event.thin:
             event = await provider.enrich(event, self.runtime.http)
-        if event.object_id is None or event.kind is Kind.OTHER:
+        if not event.actionable:
             reason = (
                 "no payment object" if event.object_id is None else f"kind other ({event.type})"
             )

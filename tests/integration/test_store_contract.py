@@ -286,6 +286,7 @@ async def test_events_without_ledger_effect_are_ignored(store: Store) -> None:
             event("no-object", object_id=None),
             event("thin-no-object", object_id=None, thin=True),
             event("thin-other", kind=Kind.OTHER, thin=True),
+            event("other-anomaly", kind=Kind.OTHER, data={"anomaly": "underpaid"}),
         ],
     )
     statuses = [await status_of(store, event_id) for event_id in result.event_ids]
@@ -294,6 +295,7 @@ async def test_events_without_ledger_effect_are_ignored(store: Store) -> None:
         EventStatus.IGNORED,
         EventStatus.PENDING,
         EventStatus.PENDING,
+        EventStatus.PENDING,  # a reported anomaly goes to the ledger, to be recorded
     ]
     ignored = await store.get_event(result.event_ids[0])
     assert ignored is not None and ignored.next_attempt_at is None

@@ -279,6 +279,24 @@ def test_two_paid_events_of_one_settlement_are_not_an_anomaly() -> None:
     assert history[1].verdict is Verdict.NO_EFFECT
 
 
+def test_an_anomaly_reported_by_the_gateway_is_recorded_without_moving_state() -> None:
+    underpaid = ParsedEvent(
+        dedup_key="hook_under",
+        kind=Kind.OTHER,
+        type="charge.underpaid",
+        object_id="pay_1",
+        occurred_at=at(3),
+        data={"anomaly": "underpaid: 900 of 1000"},
+    )
+    payment, history = fold([(1, ev(Kind.PAYMENT_CREATED, 1, amount=1000)), (2, underpaid)])
+    assert payment.state is PaymentState.PENDING
+    assert payment.anomalies == 1
+    assert history[1].verdict is Verdict.ANOMALOUS
+    assert history[1].note == "underpaid: 900 of 1000"
+    swapped, _ = fold([(2, underpaid), (1, ev(Kind.PAYMENT_CREATED, 1, amount=1000))])
+    assert swapped.anomalies == 1 and swapped.state is PaymentState.PENDING
+
+
 def test_refund_beyond_the_amount_is_flagged() -> None:
     payment, _ = fold([(1, PAID_1000), (2, ev(Kind.PAYMENT_REFUNDED, 3, amount=1500))])
     assert payment.state is PaymentState.REFUNDED
@@ -405,6 +423,7 @@ def test_facts_survive_a_json_round_trip() -> None:
         "currency": "BRL",
         "reference": "order-1",
         "settlement": None,
+        "anomaly": None,
     }
     reloaded = replace(payment, facts=stored)
     again = apply(reloaded, source="shop", event_id=2, event=PAID_1000, at=NOW)

@@ -12,6 +12,7 @@ import hmac
 import json
 import random
 import re
+import string
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pagarme import postback as pagarme_postback
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -279,6 +281,29 @@ def test_legacy_golden_sha1() -> None:
     adapter.verify(request(LEGACY_BODY, {HUB_HEADER: LEGACY_SIGNATURE}), NOW)
 
 
+@given(
+    body=st.text(max_size=200).map(str.encode),
+    api_key=st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=40),
+    tamper=st.booleans(),
+)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+def test_legacy_postbacks_agree_with_pagarme_python(
+    body: bytes, api_key: str, tamper: bool
+) -> None:
+    """The official SDK's postback validator and ours accept exactly the same signatures."""
+    signature = hub("sha1", api_key, body)
+    if tamper:
+        signature = signature[:-1] + ("0" if signature[-1] != "0" else "1")
+    sdk_accepts = pagarme_postback.validate(signature, body.decode(), api_key)
+    adapter = PagarmeProvider(source(secrets=[api_key]))
+    try:
+        adapter.verify(request(body, {HUB_HEADER: signature}), NOW)
+        ours = True
+    except SignatureMismatch:
+        ours = False
+    assert ours == sdk_accepts == (not tamper)
+
+
 @pytest.mark.parametrize("algorithm", ["sha1", "sha256"])
 def test_hub_signature_variants(algorithm: str) -> None:
     body = body_of(CHARGE_PAID)
@@ -469,7 +494,7 @@ def test_parse_the_documented_example() -> None:
         ("charge.partial_canceled", Kind.PAYMENT_PARTIALLY_REFUNDED),
         ("charge.chargedback", Kind.DISPUTE_LOST),
         ("charge.underpaid", Kind.OTHER),
-        ("charge.overpaid", Kind.OTHER),
+        ("charge.overpaid", Kind.PAYMENT_PAID),
         ("charge.antifraud_approved", Kind.OTHER),
         ("charge.antifraud_reproved", Kind.OTHER),
         ("subscription.created", Kind.OTHER),
@@ -479,6 +504,16 @@ def test_parse_the_documented_example() -> None:
 def test_type_mapping(event_type: str, kind: Kind) -> None:
     event = parse_one(v5(event_type))
     assert (event.kind, event.type) == (kind, event_type)
+
+
+def test_amount_mismatches_are_reported_as_anomalies_on_the_order() -> None:
+    under = parse_one(v5("charge.underpaid", paid_amount=900, order={"id": "or_1"}))
+    assert (under.kind, under.object_id) == (Kind.OTHER, "or_1")
+    assert under.anomaly == "underpaid: paid 900 of 1000"
+    assert under.actionable  # goes to the ledger, which records it for review
+    over = parse_one(v5("charge.overpaid", paid_amount=1100, order={"id": "or_1"}))
+    assert (over.kind, over.anomaly) == (Kind.PAYMENT_PAID, "overpaid: paid 1100 of 1000")
+    assert parse_one(v5("charge.paid")).anomaly is None
 
 
 def test_charge_events_file_under_the_order() -> None:

@@ -71,7 +71,12 @@ V5_KINDS: Mapping[str, Kind] = {
     "charge.refunded": Kind.PAYMENT_REFUNDED,
     "charge.partial_canceled": Kind.PAYMENT_PARTIALLY_REFUNDED,
     "charge.chargedback": Kind.DISPUTE_LOST,
+    # Money arrived, more than due: paid, with the excess flagged (money to give back).
+    "charge.overpaid": Kind.PAYMENT_PAID,
 }
+# A Pix/boleto paid with the wrong amount: recorded on the order as an anomaly. Underpaid
+# money does not make the order paid.
+AMOUNT_MISMATCH = frozenset({"charge.underpaid", "charge.overpaid"})
 LEGACY_KINDS: Mapping[str, Kind] = {
     "waiting_payment": Kind.PAYMENT_CREATED,
     "authorized": Kind.PAYMENT_AUTHORIZED,
@@ -319,6 +324,7 @@ def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
         "charge_id": data.get("id") if is_charge else None,
         "payment_method": data.get("payment_method"),
         "account_id": account.get("id") if isinstance(account, dict) else None,
+        "anomaly": _amount_mismatch(event_type, data),
     }
     return ParsedEvent(
         dedup_key=hook_id,
@@ -332,6 +338,14 @@ def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
         refunded_total=refunded_total,
         data={key: value for key, value in details.items() if isinstance(value, str)},
     )
+
+
+def _amount_mismatch(event_type: str, data: Mapping[str, Any]) -> str | None:
+    if event_type not in AMOUNT_MISMATCH:
+        return None
+    paid = _opt_int(data, "paid_amount", "data.paid_amount")
+    due = _opt_int(data, "amount", "data.amount")
+    return f"{event_type.removeprefix('charge.')}: paid {paid} of {due}"
 
 
 def _legacy_event(body: Mapping[str, Any]) -> ParsedEvent:

@@ -241,7 +241,7 @@ def placeholder_params(source: str, delivery_id: int, now: datetime, reason: str
 def event_params(
     event: ParsedEvent, source: str, delivery_id: int, now: datetime
 ) -> dict[str, Any]:
-    status = rows.initial_status(event.kind, event.object_id, event.thin)
+    status = rows.initial_status(event)
     return {
         "source": source,
         "dedup_key": event.dedup_key,

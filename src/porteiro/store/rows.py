@@ -17,6 +17,7 @@ import orjson
 from porteiro.model import (
     EventStatus,
     Kind,
+    ParsedEvent,
     Payment,
     PaymentState,
     QuarantinedRequest,
@@ -171,8 +172,6 @@ def parse_cursor(cursor: str | None) -> int | None:
     return int(cursor)
 
 
-def initial_status(kind: Kind, object_id: str | None, thin: bool) -> EventStatus:
+def initial_status(event: ParsedEvent) -> EventStatus:
     """A new event with nothing for the ledger to act on is stored already `ignored`."""
-    if not thin and (kind == Kind.OTHER or object_id is None):
-        return EventStatus.IGNORED
-    return EventStatus.PENDING
+    return EventStatus.PENDING if event.actionable else EventStatus.IGNORED

@@ -462,7 +462,7 @@ def _placeholder(delivery_id: int) -> ParsedEvent:
 
 
 def _event_params(event: ParsedEvent, source: str, delivery_id: int, now: str) -> dict[str, Any]:
-    status = rows.initial_status(event.kind, event.object_id, event.thin)
+    status = rows.initial_status(event)
     return {
         "source": source,
         "dedup_key": event.dedup_key,
