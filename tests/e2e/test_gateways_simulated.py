@@ -1,0 +1,116 @@
+"""Per gateway, end to end with real processes: `porteiro simulate SOURCE --lifecycle
+--duplicates 3 --shuffle` against a running `porteiro serve`, then the final payment
+states and histories are read back through the admin API.
+
+Every simulated payment goes through its whole lifecycle, refunds included, and every
+delivery is sent four times in random order: each payment must end `refunded`, with each
+distinct event applied exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_KEYS = REPO / "examples" / "dev-keys"
+
+SOURCES: dict[str, str] = {
+    "standard": """
+[sources.standard]
+provider = "standard"
+secrets = ["whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"]
+""",
+    "pagarme": f"""
+[sources.pagarme]
+provider = "pagarme"
+jwks_file = "{DEV_KEYS / "pagarme-dev-jwks.json"}"
+signing_key_file = "{DEV_KEYS / "pagarme-dev-private.pem"}"
+signing_kid = "porteiro-dev"
+""",
+}
+
+
+def write_config(directory: Path, source: str) -> Path:
+    path = directory / "porteiro.toml"
+    path.write_text(
+        f"""
+[store]
+url = "sqlite:///{directory / "porteiro.db"}"
+
+[admin]
+token = "{ADMIN_TOKEN}"
+
+[worker]
+poll_interval_seconds = 0.1
+{SOURCES[source]}
+"""
+    )
+    return path
+
+
+def admin_get(base: str, path: str, **params: Any) -> Any:
+    response = httpx.get(
+        base + path, params=params, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def all_events(base: str, source: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = admin_get(base, "/api/events", source=source, limit=500, **(
+            {"cursor": cursor} if cursor else {}
+        ))  # fmt: skip
+        events += page["items"]
+        cursor = page["next"]
+        if cursor is None:
+            return events
+
+
+def wait_processed(base: str, source: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        events = all_events(base, source)
+        if events and all(e["status"] in ("done", "ignored") for e in events):
+            return events
+        time.sleep(0.2)
+    raise AssertionError(f"events not processed: {Counter(e['status'] for e in events)}")
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_simulated_lifecycles_converge(source: str, tmp_path: Path) -> None:
+    config = write_config(tmp_path, source)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with serving(config, port, tmp_path / "serve.log"):
+        output = run_porteiro(
+            config, "simulate", source, "--url", base, "--count", "6", "--lifecycle",
+            "--duplicates", "3", "--shuffle", "--concurrency", "8", "--seed", "7",
+        )  # fmt: skip
+        assert "5xx 0" in output and "4xx 0" in output
+        events = wait_processed(base, source)
+        assert {e["duplicates"] for e in events} == {3}, "every delivery was sent 4 times"
+        object_ids = {e["object_id"] for e in events if e["object_id"]}
+        assert len(object_ids) == 6
+        for object_id in sorted(object_ids):
+            payment = admin_get(base, f"/api/payments/{source}/{object_id}")
+            assert payment["state"] == "refunded", payment
+            assert payment["refunded_amount"] == payment["amount"] > 0
+            applied = [h["event_id"] for h in payment["history"]]
+            assert len(applied) == len(set(applied)), "an event was applied twice"
+            mine = {
+                e["id"] for e in events if e["object_id"] == object_id and e["status"] == "done"
+            }
+            assert set(applied) == mine
