@@ -1,0 +1,416 @@
+"""Adyen: the payments "Standard webhook" (JSON), one HMAC per item inside the body.
+
+Authentication (PROVIDERS.md §4.1), all of it required for a 2xx:
+- optional HTTP Basic auth (`basic_auth = "user:pass"`, or a list during a rotation),
+  compared in constant time;
+- for EVERY `NotificationRequestItem`: `additionalData.hmacSignature` is the base64
+  HMAC-SHA256, keyed with the hex-decoded HMAC key of any of `secrets`, of
+  `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`
+  (`value`/`currency` from `amount`; absent or null fields are empty strings; no
+  escaping of `:` or `\\`). Values are rendered as the official Python SDK renders them
+  (`Adyen.util.generate_notification_sig`: `str()` of strings and numbers), except JSON
+  null, which is empty here (as in Adyen's other SDKs) where that SDK writes "None".
+  One failing item refuses the whole delivery: Adyen then retries the batch.
+
+The signatures live inside the body, so `verify` has to parse JSON: a body that is not a
+JSON notification cannot be authenticated and is refused (401 `malformed_header`,
+"unauthenticatable body"), never stored as an authenticated-but-unparseable delivery.
+
+Events: one per item, de-duplicated on `{pspReference}:{eventCode}:{success}`. The
+payment is `originalReference` when present (Adyen sets it on modifications: capture,
+refund, cancel, chargeback...) else `pspReference`, so a refund lands on its payment.
+`capture = "automatic"` (default: Adyen sends no CAPTURE then) makes a successful
+AUTHORISATION mean paid; `capture = "manual"` makes it authorized until CAPTURE.
+Acknowledged with `[accepted]`. The Checkout API has no status read: no fetch_status.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+
+from porteiro.config import SourceConfig
+from porteiro.errors import (
+    ConfigError,
+    MalformedHeader,
+    MissingHeader,
+    ParseError,
+    SignatureMismatch,
+)
+from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.providers import signing
+from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.standard import parse_rfc3339
+
+AUTHORIZATION_HEADER = "authorization"
+SIGNED_FIELDS = (
+    "pspReference",
+    "originalReference",
+    "merchantAccountCode",
+    "merchantReference",
+    "value",
+    "currency",
+    "eventCode",
+    "success",
+)
+CAPTURE_MODES = ("automatic", "manual")
+ACCEPTED = b"[accepted]"
+_DIGEST_SIZE = 32  # HMAC-SHA256
+
+# Kinds of items with success "true"; AUTHORISATION and CANCEL_OR_REFUND depend on more
+# than the code and are decided in `event_kind`. Failed modifications (success "false",
+# CAPTURE_FAILED, REFUND_FAILED) change no money: `other`, kept for review.
+SUCCESS_KINDS: Mapping[str, Kind] = {
+    "CAPTURE": Kind.PAYMENT_PAID,
+    "CANCELLATION": Kind.PAYMENT_CANCELED,
+    "TECHNICAL_CANCEL": Kind.PAYMENT_CANCELED,
+    "REFUND": Kind.PAYMENT_PARTIALLY_REFUNDED,  # the ledger sums refunds up to "refunded"
+    "OFFER_CLOSED": Kind.PAYMENT_EXPIRED,
+    "NOTIFICATION_OF_CHARGEBACK": Kind.DISPUTE_OPENED,
+    "REQUEST_FOR_INFORMATION": Kind.DISPUTE_OPENED,
+    "CHARGEBACK": Kind.DISPUTE_LOST,
+    "SECOND_CHARGEBACK": Kind.DISPUTE_LOST,
+    "PREARBITRATION_LOST": Kind.DISPUTE_LOST,
+    "CHARGEBACK_REVERSED": Kind.DISPUTE_WON,
+    "PREARBITRATION_WON": Kind.DISPUTE_WON,
+}
+_PSP_ALPHABET = string.ascii_uppercase + string.digits
+_SAMPLE_ZONE = timezone(timedelta(hours=1))  # Adyen dates carry an offset (CET here)
+
+
+class _Unreadable(Exception):
+    """The body is not a JSON notification: unauthenticatable, or unparseable."""
+
+
+def decode_key(secret: str) -> bytes:
+    """The HMAC key of a Customer Area hex key (64 hex characters in practice)."""
+    try:
+        key = signing.decode_hex(secret, what="HMAC key")
+    except MalformedHeader:
+        raise ConfigError(
+            "an Adyen HMAC key must be hexadecimal (from the Customer Area)"
+        ) from None
+    if not key:
+        raise ConfigError("an Adyen HMAC key may not be empty")
+    return key
+
+
+def signing_string(item: Mapping[str, Any]) -> str:
+    """The 8 signed values of a NotificationRequestItem, joined by ':' (no escaping)."""
+    amount = item.get("amount")
+    if amount is None:
+        amount = {}
+    if not isinstance(amount, dict):
+        raise MalformedHeader("amount must be an object")
+    values = {**item, "value": amount.get("value"), "currency": amount.get("currency")}
+    return ":".join(_signed_text(name, values.get(name)) for name in SIGNED_FIELDS)
+
+
+def item_signature(item: Mapping[str, Any], key: bytes) -> str:
+    """The base64 `hmacSignature` Adyen puts in an item, under `key`."""
+    return signing.base64_text(signing.hmac_digest(key, _message(item)))
+
+
+def event_kind(code: str, success: str, action: str | None, *, manual_capture: bool) -> Kind:
+    """The canonical kind of one item (`success` is "true" or "false")."""
+    if code == "AUTHORISATION":
+        if success != "true":
+            return Kind.PAYMENT_FAILED
+        return Kind.PAYMENT_AUTHORIZED if manual_capture else Kind.PAYMENT_PAID
+    if success != "true":
+        return Kind.OTHER
+    if code == "CANCEL_OR_REFUND":
+        return Kind.PAYMENT_REFUNDED if action == "refund" else Kind.PAYMENT_CANCELED
+    return SUCCESS_KINDS.get(code, Kind.OTHER)
+
+
+class AdyenProvider:
+    """Adyen Standard webhooks for one source."""
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.source = source
+        if not source.secrets:
+            raise ConfigError(f"source {source.name!r}: provider adyen needs secrets (HMAC key)")
+        try:
+            self._keys = [decode_key(secret) for secret in source.secrets]
+        except ConfigError as exc:
+            raise ConfigError(f"source {source.name!r}: {exc}") from None
+        self._basic = _basic_credentials(source)
+        capture = source.option_str("capture") or "automatic"
+        if capture not in CAPTURE_MODES:
+            raise ConfigError(f"source {source.name!r}: capture must be automatic or manual")
+        self.manual_capture = capture == "manual"
+        self._merchant = source.option_str("merchant_account") or "PorteiroSimulate"
+
+    # -- authentication ---------------------------------------------------------------
+
+    def verify(self, request: InboundRequest, now: datetime) -> None:
+        if self._basic:
+            self._verify_basic(request.header(AUTHORIZATION_HEADER))
+        try:
+            _, items = _load(request.body)
+        except _Unreadable as exc:
+            raise MalformedHeader(f"unauthenticatable body: {exc}") from None
+        for index, item in enumerate(items):
+            self._verify_item(index, item)
+
+    def _verify_basic(self, header: str | None) -> None:
+        if header is None:
+            raise MissingHeader("Authorization header (HTTP Basic) is missing")
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "basic" or not token.strip():
+            raise MalformedHeader("Authorization must be Basic <base64>")
+        given = signing.decode_base64(token, what="Authorization")
+        if not signing.any_match(self._basic, [given]):
+            raise SignatureMismatch("HTTP Basic credentials do not match")
+
+    def _verify_item(self, index: int, item: Mapping[str, Any]) -> None:
+        extra = item.get("additionalData")
+        if extra is not None and not isinstance(extra, dict):
+            raise MalformedHeader(f"item {index}: additionalData must be an object")
+        given = (extra or {}).get("hmacSignature")
+        if given is None or given == "":
+            raise MissingHeader(f"item {index}: additionalData.hmacSignature is missing")
+        if not isinstance(given, str):
+            raise MalformedHeader(f"item {index}: hmacSignature must be a string")
+        signature = signing.decode_base64(given, what=f"item {index} hmacSignature")
+        if len(signature) != _DIGEST_SIZE:
+            raise MalformedHeader(f"item {index}: hmacSignature is not a SHA-256 digest")
+        message = _message(item)
+        expected = [signing.hmac_digest(key, message) for key in self._keys]
+        if not signing.any_match(expected, [signature]):
+            raise SignatureMismatch(f"item {index}: hmacSignature matches no configured key")
+
+    # -- events -------------------------------------------------------------------------
+
+    def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
+        try:
+            document, items = _load(request.body)
+        except _Unreadable as exc:
+            raise ParseError(str(exc)) from None
+        live = document.get("live")
+        live_text = live if isinstance(live, str) else None
+        return [self._event(index, item, live_text) for index, item in enumerate(items)]
+
+    def _event(self, index: int, item: Mapping[str, Any], live: str | None) -> ParsedEvent:
+        where = f"notificationItems[{index}]"
+        psp = _required(item, "pspReference", where)
+        code = _required(item, "eventCode", where)
+        success = _success(item.get("success"), where)
+        original = _text(item, "originalReference", where)
+        amount = item.get("amount")
+        amount = {} if amount is None else amount
+        if not isinstance(amount, dict):
+            raise ParseError(f"{where}.amount must be an object")
+        value = amount.get("value")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ParseError(f"{where}.amount.value must be an integer (minor units)")
+        currency = _text(amount, "currency", f"{where}.amount")
+        extra = item.get("additionalData")
+        extra = extra if isinstance(extra, dict) else {}
+        action = extra.get("modification.action")
+        action = action if isinstance(action, str) else None
+        date = item.get("eventDate")
+        details = {
+            "psp_reference": psp,
+            "original_reference": original,
+            "success": success,
+            "merchant_account": item.get("merchantAccountCode"),
+            "payment_method": item.get("paymentMethod"),
+            "reason": item.get("reason"),
+            "modification_action": action,
+            "live": live,
+        }
+        return ParsedEvent(
+            dedup_key=f"{psp}:{code}:{success}",
+            kind=event_kind(code, success, action, manual_capture=self.manual_capture),
+            type=code,
+            object_id=original or psp,
+            reference=_text(item, "merchantReference", where),
+            amount=value,
+            currency=currency.upper() if currency else None,
+            occurred_at=None if date is None else parse_rfc3339(date, field=f"{where}.eventDate"),
+            data={key: text for key, text in details.items() if isinstance(text, str) and text},
+        )
+
+    def ack(self) -> Ack:
+        return Ack(status=200, body=ACCEPTED, content_type="text/plain")
+
+    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        return event
+
+    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
+        return None  # the Checkout API has no "GET payment by pspReference"
+
+    # -- simulation ---------------------------------------------------------------------
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        """(Re)sign every item with the first key; the body is re-serialised."""
+        try:
+            document, items = _load(body)
+        except _Unreadable as exc:
+            raise ParseError(f"cannot sign: {exc}") from None
+        for item in items:
+            _sign_item(item, self._keys[0])
+        headers = {"content-type": "application/json"}
+        if self._basic:
+            headers[AUTHORIZATION_HEADER] = "Basic " + signing.base64_text(self._basic[0])
+        return SignedRequest(body=_dump(document), headers=headers)
+
+    def sample_lifecycle(
+        self, payment: SamplePayment, now: datetime, rng: random.Random
+    ) -> Sequence[bytes]:
+        items = _sample_items(payment, self._merchant, self.manual_capture, now, rng)
+        for item in items:
+            _sign_item(item, self._keys[0])
+        return [
+            _dump({"live": "false", "notificationItems": batch}) for batch in _batches(items, rng)
+        ]
+
+
+@register("adyen")
+def _build(source: SourceConfig) -> Provider:
+    return AdyenProvider(source)
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+def _basic_credentials(source: SourceConfig) -> list[bytes]:
+    raw = source.options.get("basic_auth")
+    if raw is None or raw == "":
+        return []
+    values = [raw] if isinstance(raw, str) else raw
+    if not isinstance(values, list) or not all(isinstance(v, str) and ":" in v for v in values):
+        raise ConfigError(f'source {source.name!r}: basic_auth must be "user:password"')
+    return [value.encode("utf-8") for value in values]
+
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+def _load(raw: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The notification object and its items (the dicts inside it, not copies)."""
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise _Unreadable(f"not JSON ({type(exc).__name__})") from None
+    if not isinstance(document, dict):
+        raise _Unreadable("not a JSON object")
+    wrappers = document.get("notificationItems")
+    if not isinstance(wrappers, list) or not wrappers:
+        raise _Unreadable("notificationItems must be a non-empty list")
+    items = []
+    for index, wrapper in enumerate(wrappers):
+        item = wrapper.get("NotificationRequestItem") if isinstance(wrapper, dict) else None
+        if not isinstance(item, dict):
+            raise _Unreadable(f"notificationItems[{index}] has no NotificationRequestItem object")
+        items.append(item)
+    return document, items
+
+
+def _dump(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode("ascii")
+
+
+def _signed_text(name: str, value: object) -> str:
+    # The Python SDK applies str(): strings as is, numbers in decimal, booleans "True".
+    if value is None:
+        return ""
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise MalformedHeader(f"{name} must be a string or a number to be signed")
+
+
+def _message(item: Mapping[str, Any]) -> bytes:
+    try:
+        return signing_string(item).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):  # lone surrogates; ints past str() limits
+        raise MalformedHeader("signed fields are not encodable text") from None
+
+
+def _sign_item(item: dict[str, Any], key: bytes) -> None:
+    extra = item.get("additionalData")
+    extra = dict(extra) if isinstance(extra, dict) else {}
+    extra["hmacSignature"] = item_signature(item, key)
+    item["additionalData"] = extra
+
+
+def _text(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ParseError(f"{where}.{key} must be a string")
+    return value or None
+
+
+def _required(body: Mapping[str, Any], key: str, where: str) -> str:
+    value = _text(body, key, where)
+    if value is None:
+        raise ParseError(f"{where}.{key} is required")
+    return value
+
+
+def _success(value: object, where: str) -> str:
+    text = str(value).lower() if isinstance(value, bool) else value
+    if text not in ("true", "false"):
+        raise ParseError(f'{where}.success must be "true" or "false"')
+    return str(text)
+
+
+# -- samples ----------------------------------------------------------------------------
+
+
+def _sample_items(
+    payment: SamplePayment, merchant: str, manual: bool, now: datetime, rng: random.Random
+) -> list[dict[str, Any]]:
+    """AUTHORISATION (+ CAPTURE in manual mode), then a partial refund and the rest."""
+    steps: list[tuple[str, int]] = [("AUTHORISATION", payment.amount)]
+    if manual:
+        steps.append(("CAPTURE", payment.amount))
+    if payment.refund:
+        part = max(1, payment.amount // 3)
+        steps.append(("REFUND", part))
+        if payment.amount > part:
+            steps.append(("REFUND", payment.amount - part))
+    method = rng.choice(("visa", "mc", "amex", "elo"))
+    card, auth_code = f"{rng.randrange(10_000):04d}", f"{rng.randrange(1_000_000):06d}"
+    start = now.astimezone(_SAMPLE_ZONE) - timedelta(seconds=len(steps))
+    items = []
+    for index, (code, value) in enumerate(steps):
+        item: dict[str, Any] = {
+            "additionalData": {},
+            "amount": {"currency": payment.currency, "value": value},
+            "eventCode": code,
+            "eventDate": (start + timedelta(seconds=index)).isoformat(timespec="milliseconds"),
+            "merchantAccountCode": merchant,
+            "merchantReference": payment.reference,
+            "paymentMethod": method,
+            "pspReference": payment.object_id,
+            "success": "true",
+        }
+        if code == "AUTHORISATION":
+            item["additionalData"] = {"authCode": auth_code, "cardSummary": card}
+            item["operations"] = ["CANCEL", "CAPTURE", "REFUND"]
+            item["reason"] = f"{auth_code}:{card}:03/2030"
+        else:  # a modification: its own reference, the payment's as the original
+            item["originalReference"] = payment.object_id
+            item["pspReference"] = "".join(rng.choice(_PSP_ALPHABET) for _ in range(16))
+        items.append(item)
+    return items
+
+
+def _batches(items: list[dict[str, Any]], rng: random.Random) -> list[list[dict[str, Any]]]:
+    """Wrap items, sometimes two per delivery (Adyen batches on its side too)."""
+    batches: list[list[dict[str, Any]]] = []
+    index = 0
+    while index < len(items):
+        size = 2 if index + 1 < len(items) and rng.random() < 0.3 else 1
+        batches.append([{"NotificationRequestItem": item} for item in items[index : index + size]])
+        index += size
+    return batches
