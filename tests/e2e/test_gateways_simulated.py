@@ -25,6 +25,11 @@ REPO = Path(__file__).resolve().parents[2]
 DEV_KEYS = REPO / "examples" / "dev-keys"
 
 SOURCES: dict[str, str] = {
+    "adyen": """
+[sources.adyen]
+provider = "adyen"
+secrets = ["44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"]
+""",
     "standard": """
 [sources.standard]
 provider = "standard"
