@@ -42,6 +42,11 @@ jwks_file = "{DEV_KEYS / "pagarme-dev-jwks.json"}"
 signing_key_file = "{DEV_KEYS / "pagarme-dev-private.pem"}"
 signing_kid = "porteiro-dev"
 """,
+    "stripe": """
+[sources.stripe]
+provider = "stripe"
+secrets = ["whsec_dev_stripe_0123456789abcdef"]
+""",
 }
 
 

@@ -1,0 +1,448 @@
+"""Stripe: `Stripe-Signature` webhooks carrying v1 snapshot events (PROVIDERS.md §1).
+
+Authentication: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, HMAC-SHA256 over
+`"{t}.{raw body}"` keyed with the `whsec_...` secret string as UTF-8 bytes (it is NOT
+base64-decoded, unlike Standard Webhooks). Any v1 may match any configured secret: Stripe
+sends one v1 per live secret while one is being rolled. Other schemes (v0) are ignored and
+so is a v1 value that is not hex, as the SDK does; a header left with no usable v1 is a
+signature mismatch. `t` must lie within `tolerance_seconds` of now, past or future (the
+SDK checks only the past).
+
+Events: one per delivery, de-duplicated on the event `id` (`evt_...`). The payment is the
+PaymentIntent, so charge, refund, dispute and Checkout events are filed under their
+`payment_intent` (falling back to the charge, or the Checkout Session, when there is none).
+Refunds never double count: `charge.refunded` carries the charge's cumulative
+`amount_refunded` as `refunded_total` (and no per-refund amount), and a refund's own
+amount is counted once, by `refund.created` if it succeeded at once, else by the
+`refund.updated` that moved it to `succeeded`. Thin v2 notifications are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from porteiro.config import SourceConfig
+from porteiro.errors import (
+    ConfigError,
+    GatewayError,
+    MalformedHeader,
+    MissingHeader,
+    ParseError,
+    SignatureMismatch,
+)
+from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.providers import signing
+from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+
+SIGNATURE_HEADER = "stripe-signature"
+DEFAULT_API_BASE_URL = "https://api.stripe.com"
+DEFAULT_REFERENCE_KEYS = ("order_id", "reference", "order_reference")
+API_VERSION = "2024-06-20"  # of the simulated events
+
+KINDS: Mapping[str, Kind] = {
+    "payment_intent.created": Kind.PAYMENT_CREATED,
+    "payment_intent.amount_capturable_updated": Kind.PAYMENT_AUTHORIZED,
+    "payment_intent.succeeded": Kind.PAYMENT_PAID,
+    "charge.succeeded": Kind.PAYMENT_PAID,
+    "charge.captured": Kind.PAYMENT_PAID,
+    "checkout.session.async_payment_succeeded": Kind.PAYMENT_PAID,
+    "payment_intent.payment_failed": Kind.PAYMENT_FAILED,
+    "charge.failed": Kind.PAYMENT_FAILED,
+    "checkout.session.async_payment_failed": Kind.PAYMENT_FAILED,
+    "payment_intent.canceled": Kind.PAYMENT_CANCELED,
+    "checkout.session.expired": Kind.PAYMENT_EXPIRED,
+    "charge.dispute.created": Kind.DISPUTE_OPENED,
+}
+# `checkout.session.completed` by `payment_status`; `charge.dispute.closed` by `status`.
+CHECKOUT_KINDS: Mapping[str, Kind] = {"paid": Kind.PAYMENT_PAID, "unpaid": Kind.PAYMENT_CREATED}
+DISPUTE_KINDS: Mapping[str, Kind] = {"won": Kind.DISPUTE_WON, "lost": Kind.DISPUTE_LOST}
+# Status reads: GET /v1/payment_intents/{id}.
+STATUS_KINDS: Mapping[str, Kind] = {
+    "succeeded": Kind.PAYMENT_PAID,
+    "requires_capture": Kind.PAYMENT_AUTHORIZED,
+    "canceled": Kind.PAYMENT_CANCELED,
+    "processing": Kind.PAYMENT_CREATED,
+    "requires_payment_method": Kind.PAYMENT_CREATED,
+    "requires_confirmation": Kind.PAYMENT_CREATED,
+    "requires_action": Kind.PAYMENT_CREATED,
+}
+# Ids of objects that are not PaymentIntents (object-id fallbacks): no status read.
+_NOT_INTENTS = ("ch_", "py_", "cs_")
+_ID_ALPHABET = string.ascii_letters + string.digits
+_CARD_OUTCOME = {"network_status": "approved_by_network", "reason": None,
+                 "risk_level": "normal", "seller_message": "Payment complete.",
+                 "type": "authorized"}  # fmt: skip
+_CARD_DETAILS = {"type": "card", "card": {"brand": "visa", "country": "US", "exp_month": 12,
+                 "exp_year": 2030, "funding": "credit", "last4": "4242"}}  # fmt: skip
+
+
+def parse_signature_header(value: str) -> tuple[int, list[bytes]]:
+    """(t, decoded v1 signatures) of a `Stripe-Signature` value; exactly one `t`."""
+    pairs = signing.parse_pairs(value)
+    stamps = [item for key, item in pairs if key == "t"]
+    if len(stamps) != 1:
+        raise MalformedHeader("Stripe-Signature needs exactly one t=<unix seconds>")
+    timestamp = signing.parse_timestamp(stamps[0], what="Stripe-Signature t")
+    signatures = []
+    for key, item in pairs:
+        if key != "v1" or not item:
+            continue
+        try:
+            signatures.append(signing.decode_hex(item, what="Stripe-Signature v1"))
+        except MalformedHeader:
+            continue  # can never match; must not spoil a good v1 beside it (SDK behaviour)
+    return timestamp, signatures
+
+
+def signature_header(secret: bytes, body: bytes, timestamp: int) -> str:
+    digest = signing.hmac_digest(secret, f"{timestamp}.".encode() + body)
+    return f"t={timestamp},v1={digest.hex()}"
+
+
+class StripeProvider:
+    """Stripe webhook endpoint (snapshot events) for one source."""
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.source = source
+        self._keys = [secret.encode("utf-8") for secret in source.secrets]
+        if not self._keys:
+            raise ConfigError(f"source {source.name!r}: provider stripe needs secrets (whsec_...)")
+        keys = source.options.get("reference_metadata_keys", list(DEFAULT_REFERENCE_KEYS))
+        if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+            raise ConfigError(
+                f"source {source.name!r}: reference_metadata_keys must be a list of strings"
+            )
+        self.reference_keys: tuple[str, ...] = tuple(keys)
+
+    def verify(self, request: InboundRequest, now: datetime) -> None:
+        header = request.header(SIGNATURE_HEADER)
+        if header is None or not header.strip():
+            raise MissingHeader("Stripe-Signature header is missing")
+        timestamp, signatures = parse_signature_header(header)
+        signing.check_timestamp(timestamp, now, self.source.tolerance_seconds)
+        if not signatures:
+            raise SignatureMismatch("Stripe-Signature carries no v1 signature")
+        signing.verify_hmac(f"{timestamp}.".encode() + request.body, self._keys, signatures)
+
+    def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
+        return [_event(_load_body(request.body), self.reference_keys)]
+
+    def ack(self) -> Ack:
+        return Ack()
+
+    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        return event  # snapshot events carry the object's state
+
+    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
+        """The PaymentIntent's status (latest charge expanded for refunds); None without
+        an api_key or for an object id that is not a PaymentIntent."""
+        if not self.source.api_key or object_id.startswith(_NOT_INTENTS):
+            return None
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        where = f"payment_intents/{object_id}"
+        try:
+            response = await http.get(
+                f"{base}/v1/payment_intents/{quote(object_id, safe='')}",
+                params={"expand[]": "latest_charge"},
+                headers={"authorization": f"Bearer {self.source.api_key}"},
+            )
+            response.raise_for_status()
+            intent = response.json()
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"stripe GET {where} failed: {exc}") from exc
+        except ValueError as exc:
+            raise GatewayError(f"stripe {where}: not JSON: {exc}") from exc
+        if not isinstance(intent, dict) or not isinstance(intent.get("status"), str):
+            raise GatewayError(f"stripe {where}: no status in the answer")
+        try:
+            return _status_event(object_id, intent, response.headers.get("date"))
+        except ParseError as exc:
+            raise GatewayError(f"stripe {where}: {exc}") from None
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+            "Stripe-Signature": signature_header(self._keys[0], body, int(now.timestamp())),
+        }
+        return SignedRequest(body=body, headers=headers)
+
+    def sample_lifecycle(
+        self, payment: SamplePayment, now: datetime, rng: random.Random
+    ) -> Sequence[bytes]:
+        return _sample_bodies(payment, now, rng)
+
+
+@register("stripe")
+def _build(source: SourceConfig) -> Provider:
+    return StripeProvider(source)
+
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+def _load_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ParseError("body must be a JSON object")
+    return body
+
+
+def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEvent:
+    if body.get("object") == "v2.core.event":
+        raise ParseError(
+            "thin v2 event notification (object v2.core.event): not supported; "
+            "send snapshot events to this endpoint"
+        )
+    if body.get("object") != "event":
+        raise ParseError('object must be "event" (a Stripe snapshot event)')
+    event_id = _str(body, "id", "id")
+    event_type = _str(body, "type", "type")
+    data = body.get("data")
+    obj = data.get("object") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(obj, dict):
+        raise ParseError("data.object must be a JSON object")
+    previous = data.get("previous_attributes")
+    kind = _kind(event_type, obj, previous if isinstance(previous, dict) else {})
+    object_type = _object_type(event_type, obj)
+    object_id = _object_id(object_type, obj)
+    if object_id is None and kind is not Kind.OTHER:
+        raise ParseError(f"{event_type}: data.object has no id")
+    amount = _int(obj, "amount_total" if object_type == "checkout.session" else "amount")
+    refunded_total = None
+    if event_type == "charge.refunded":
+        refunded_total, amount = _int(obj, "amount_refunded"), None
+    currency = _opt_str(obj, "currency", "data.object.currency")
+    details = {
+        "object": object_type,
+        "stripe_id": obj.get("id"),
+        "status": obj.get("status"),
+        "api_version": body.get("api_version"),
+    }
+    return ParsedEvent(
+        dedup_key=event_id,
+        kind=kind,
+        type=event_type,
+        object_id=object_id,
+        reference=_reference(obj, reference_keys),
+        amount=amount,
+        currency=currency.upper() if currency else None,
+        occurred_at=_unix(body.get("created"), "created"),
+        refunded_total=refunded_total,
+        data={key: value for key, value in details.items() if isinstance(value, str)},
+    )
+
+
+def _kind(event_type: str, obj: Mapping[str, Any], previous: Mapping[str, Any]) -> Kind:
+    fixed = KINDS.get(event_type)
+    if fixed is not None:
+        return fixed
+    status = obj.get("status")
+    if event_type == "checkout.session.completed":
+        return CHECKOUT_KINDS.get(str(obj.get("payment_status")), Kind.OTHER)
+    if event_type == "charge.dispute.closed":
+        return DISPUTE_KINDS.get(str(status), Kind.OTHER)
+    if event_type == "charge.refunded":
+        amount, refunded = _int(obj, "amount"), _int(obj, "amount_refunded")
+        if amount is None or refunded is None:
+            raise ParseError("charge.refunded: data.object needs amount and amount_refunded")
+        return Kind.PAYMENT_REFUNDED if refunded >= amount else Kind.PAYMENT_PARTIALLY_REFUNDED
+    # Each refund counts once: when created succeeded, or when an update made it so.
+    became = "status" in previous and previous["status"] != "succeeded"
+    if status == "succeeded" and (
+        event_type == "refund.created" or (event_type == "refund.updated" and became)
+    ):
+        return Kind.PAYMENT_PARTIALLY_REFUNDED
+    return Kind.OTHER
+
+
+def _object_type(event_type: str, obj: Mapping[str, Any]) -> str:
+    declared = obj.get("object")
+    if isinstance(declared, str) and declared:
+        return declared
+    for prefix, name in (("charge.dispute.", "dispute"), ("charge.refund.", "refund")):
+        if event_type.startswith(prefix):
+            return name
+    return event_type.rpartition(".")[0]
+
+
+def _object_id(object_type: str, obj: Mapping[str, Any]) -> str | None:
+    """The PaymentIntent the object belongs to, else the most stable id it has."""
+    own = _opt_str(obj, "id", "data.object.id")
+    intent = _ref(obj, "payment_intent")
+    if object_type in ("charge", "checkout.session"):
+        return intent or own
+    if object_type in ("refund", "dispute"):
+        return intent or _ref(obj, "charge") or own
+    return own
+
+
+def _reference(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        for key in keys:
+            value = metadata.get(key)
+            if isinstance(value, str) and value:
+                return value
+    client_reference = obj.get("client_reference_id")
+    return client_reference if isinstance(client_reference, str) and client_reference else None
+
+
+def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -> ParsedEvent:
+    status = str(intent["status"])
+    kind = STATUS_KINDS.get(status, Kind.OTHER)
+    amount = _int(intent, "amount")
+    charge = intent.get("latest_charge")
+    refunded = _int(charge, "amount_refunded") if isinstance(charge, dict) else None
+    dedup_key = f"reconcile:{object_id}:{status}"
+    if refunded:  # an expanded latest charge with refunds: report the cumulative total
+        full = amount is not None and refunded >= amount
+        kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
+        dedup_key, amount = f"{dedup_key}:refunded:{refunded}", None
+    currency = _opt_str(intent, "currency", "currency")
+    try:  # the state was true when Stripe answered
+        read_at = parsedate_to_datetime(date) if date else None
+    except (TypeError, ValueError):
+        read_at = None
+    return ParsedEvent(
+        dedup_key=dedup_key,
+        kind=kind,
+        type=f"payment_intent.{status}",
+        object_id=object_id,
+        reference=_reference(intent, DEFAULT_REFERENCE_KEYS),
+        amount=amount,
+        currency=currency.upper() if currency else None,
+        occurred_at=read_at,
+        refunded_total=refunded or None,
+        data={"origin": "reconcile", "status": status},
+    )
+
+
+def _ref(obj: Mapping[str, Any], key: str) -> str | None:
+    """An expandable field: an id string or the expanded object."""
+    value = obj.get(key)
+    if isinstance(value, dict):
+        value = value.get("id")
+    if value is not None and not isinstance(value, str):
+        raise ParseError(f"data.object.{key} must be an id or an object with one")
+    return value or None
+
+
+def _str(body: Mapping[str, Any], key: str, where: str) -> str:
+    value = _opt_str(body, key, where)
+    if value is None:
+        raise ParseError(f"{where} must be a non-empty string")
+    return value
+
+
+def _opt_str(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ParseError(f"{where} must be a string")
+    return value or None
+
+
+def _int(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParseError(f"{key} must be a non-negative integer (minor units)")
+    return value
+
+
+def _unix(value: object, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParseError(f"{where} must be unix seconds")
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ParseError(f"{where} is out of range") from None
+
+
+# -- samples ----------------------------------------------------------------------------
+
+
+def _sample_bodies(payment: SamplePayment, now: datetime, rng: random.Random) -> list[bytes]:
+    intent_id, charge_id = payment.object_id, "ch_" + _random_id(rng)
+    currency, amount = payment.currency.lower(), payment.amount
+    metadata = {"order_id": payment.reference, **{k: str(v) for k, v in payment.extra.items()}}
+    steps = 3 + (4 if payment.refund else 0)
+    start = int(now.timestamp()) - steps
+    intent: dict[str, Any] = {
+        "id": intent_id, "object": "payment_intent", "amount": amount, "amount_capturable": 0,
+        "amount_received": 0, "capture_method": "automatic_async",
+        "client_secret": f"{intent_id}_secret_{_random_id(rng)}", "confirmation_method":
+        "automatic", "created": start, "currency": currency, "customer": None,
+        "description": None, "last_payment_error": None, "latest_charge": None,
+        "livemode": False, "metadata": metadata, "payment_method": None,
+        "payment_method_types": ["card"], "status": "requires_payment_method",
+    }  # fmt: skip
+    method = "pm_" + _random_id(rng)
+    charge: dict[str, Any] = {
+        "id": charge_id, "object": "charge", "amount": amount, "amount_captured": amount,
+        "amount_refunded": 0, "balance_transaction": "txn_" + _random_id(rng),
+        "captured": True, "created": start + 1, "currency": currency, "disputed": False,
+        "livemode": False, "metadata": metadata, "outcome": _CARD_OUTCOME, "paid": True,
+        "payment_intent": intent_id, "payment_method": method,
+        "payment_method_details": _CARD_DETAILS, "refunded": False, "status": "succeeded",
+    }  # fmt: skip
+    paid = {**intent, "amount_received": amount, "latest_charge": charge_id}
+    paid |= {"payment_method": method, "status": "succeeded"}
+    create, confirm = _request(rng), _request(rng)
+    events: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("payment_intent.created", {"object": intent}, create),
+        ("payment_intent.succeeded", {"object": paid}, confirm),
+        ("charge.succeeded", {"object": charge}, confirm),
+    ]
+    if payment.refund:
+        part = max(1, amount // 3)
+        refunded_so_far = 0
+        for share in (part, amount - part):
+            refund = {
+                "id": "re_" + _random_id(rng), "object": "refund", "amount": share,
+                "balance_transaction": "txn_" + _random_id(rng), "charge": charge_id,
+                "created": start + len(events), "currency": currency, "metadata": {},
+                "payment_intent": intent_id, "reason": "requested_by_customer",
+                "receipt_number": None, "status": "succeeded",
+            }  # fmt: skip
+            before = {"amount_refunded": refunded_so_far, "refunded": False}
+            refunded_so_far += share
+            after = {**charge, "amount_refunded": refunded_so_far}
+            after["refunded"] = refunded_so_far >= amount
+            request = _request(rng)
+            events.append(("refund.created", {"object": refund}, request))
+            events.append(
+                ("charge.refunded", {"object": after, "previous_attributes": before}, request)
+            )
+    bodies = []
+    for index, (event_type, data, request) in enumerate(events):
+        envelope = {
+            "id": "evt_" + _random_id(rng, 24), "object": "event", "api_version": API_VERSION,
+            "created": start + index, "data": data, "livemode": False, "pending_webhooks": 1,
+            "request": request, "type": event_type,
+        }  # fmt: skip
+        bodies.append(json.dumps(envelope, indent=2).encode())  # Stripe pretty-prints
+    return bodies
+
+
+def _request(rng: random.Random) -> dict[str, str]:
+    return {"id": "req_" + _random_id(rng, 14), "idempotency_key": f"{rng.getrandbits(128):032x}"}
+
+
+def _random_id(rng: random.Random, length: int = 24) -> str:
+    return "".join(rng.choice(_ID_ALPHABET) for _ in range(length))
