@@ -1,0 +1,746 @@
+"""Mercado Pago adapter: the x-signature manifest (checked against the official SDK's
+WebhookSignatureValidator), thin notifications, and enrichment from a real local HTTP
+server that plays the payments API (tests/fakes/mercadopago.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import string
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from mercadopago.webhook import (  # type: ignore[import-untyped]
+    InvalidWebhookSignatureError,
+    SignatureFailureReason,
+    WebhookSignatureValidator,
+)
+
+from porteiro.config import SourceConfig
+from porteiro.errors import (
+    AuthenticationError,
+    ConfigError,
+    GatewayError,
+    MalformedHeader,
+    MissingHeader,
+    NonRetryable,
+    ParseError,
+    SignatureMismatch,
+    TimestampOutOfTolerance,
+)
+from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
+from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers.mercadopago import (
+    MercadoPagoProvider,
+    manifest,
+    parse_signature_header,
+    payment_kind,
+    to_minor,
+)
+from porteiro.store.rows import initial_status
+from tests.fakes.mercadopago import FakeMercadoPago, payment
+from tests.live_server import free_port, live_server
+
+NOW = datetime(2025, 3, 20, 21, 20, 38, tzinfo=UTC)
+TS = str(int(NOW.timestamp()))
+SECRET = "your_secret_key_here"  # the official SDK's test constants (PROVIDERS.md §3.1)
+REQUEST_ID = "2066ca19-c6f1-498a-be75-1923005edd06"
+DATA_ID_LOWER = "ord01jq4s4ky8hwq6na5pxb65b3d3"
+SDK_TS = "1742505638683"
+SDK_VECTOR = "633f91233312dd391ec75fa0bea539cfc2d6c4918873305b84a96cc1c58db71c"
+TOKEN = "APP_USR-4815162342-test-token"
+
+# PROVIDERS.md §3.2, the documented notification.
+EXAMPLE: dict[str, Any] = {
+    "id": 12345,
+    "live_mode": True,
+    "type": "payment",
+    "date_created": "2015-03-25T10:04:58.396-04:00",
+    "user_id": 44444,
+    "api_version": "v1",
+    "action": "payment.created",
+    "data": {"id": "999999999"},
+}
+
+
+def source(*secrets: str, **fields: Any) -> SourceConfig:
+    return SourceConfig(
+        name="mp",
+        provider="mercadopago",
+        secrets=secrets or (SECRET,),
+        tolerance_seconds=fields.pop("tolerance_seconds", 300),
+        api_key=fields.pop("api_key", TOKEN),
+        api_base_url=fields.pop("api_base_url", None),
+        options=fields,
+    )
+
+
+def adapter(*secrets: str, **fields: Any) -> MercadoPagoProvider:
+    return MercadoPagoProvider(source(*secrets, **fields))
+
+
+def request(
+    body: bytes = b"", headers: Mapping[str, str] | None = None, query: str = ""
+) -> InboundRequest:
+    return InboundRequest(
+        source="mp",
+        method="POST",
+        path="/webhooks/mp",
+        query=query,
+        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
+        body=body,
+        peer="127.0.0.1",
+        received_at=NOW,
+    )
+
+
+def digest(secret: str, text: str) -> str:
+    return hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def signed(
+    data_id: str | None = "999999999",
+    *,
+    secret: str = SECRET,
+    request_id: str | None = REQUEST_ID,
+    ts: str = TS,
+    body: bytes = b"{}",
+) -> InboundRequest:
+    """A delivery signed by hand, the way the official validator checks it (raw data.id)."""
+    # Trimmed, blank parts dropped: WebhookSignatureValidator's own rules.
+    parts = [f"id:{data_id.strip()}"] if data_id and data_id.strip() else []
+    parts += [f"request-id:{request_id.strip()}"] if request_id and request_id.strip() else []
+    text = ";".join([*parts, f"ts:{ts}"]) + ";"
+    headers = {"x-signature": f"ts={ts},v1={digest(secret, text)}"}
+    if request_id is not None:
+        headers["x-request-id"] = request_id
+    query = f"data.id={data_id}&type=payment" if data_id else "type=payment"
+    return request(body, headers, query)
+
+
+def sdk_accepts(req: InboundRequest, secret: str = SECRET) -> bool:
+    data_id = dict(pair.split("=", 1) for pair in req.query.split("&")).get("data.id")
+    try:
+        WebhookSignatureValidator.validate(
+            req.header("x-signature"), req.header("x-request-id"), data_id, secret
+        )
+    except InvalidWebhookSignatureError:
+        return False
+    return True
+
+
+# -- known answers and the official SDK -------------------------------------------------------
+
+
+def test_known_answer_vector_from_the_sdk_constants() -> None:
+    text = manifest(DATA_ID_LOWER, REQUEST_ID, SDK_TS)
+    assert text == f"id:{DATA_ID_LOWER};request-id:{REQUEST_ID};ts:{SDK_TS};".encode()
+    assert digest(SECRET, text.decode()) == SDK_VECTOR
+    headers = {"x-signature": f"ts={SDK_TS},v1={SDK_VECTOR}", "x-request-id": REQUEST_ID}
+    moment = datetime.fromtimestamp(int(SDK_TS) / 1000, UTC)  # a 13-digit ts: milliseconds
+    adapter().verify(request(b"", headers, f"data.id={DATA_ID_LOWER}&type=order"), moment)
+    WebhookSignatureValidator.validate(headers["x-signature"], REQUEST_ID, DATA_ID_LOWER, SECRET)
+
+
+def test_manifest_drops_absent_parts_and_keeps_the_trailing_semicolon() -> None:
+    assert manifest(None, REQUEST_ID, "1") == f"request-id:{REQUEST_ID};ts:1;".encode()
+    assert manifest("9", None, "1") == b"id:9;ts:1;"
+    assert manifest(None, None, "1") == b"ts:1;"
+
+
+@pytest.mark.parametrize("data_id", ["999999999", DATA_ID_LOWER, None])
+def test_our_signature_validates_with_the_official_sdk(data_id: str | None) -> None:
+    body = dict(EXAMPLE)
+    if data_id is None:
+        body.pop("data")
+    else:
+        body["data"] = {"id": data_id}
+    out = adapter().sign(json.dumps(body).encode(), NOW)
+    assert out.query == (f"data.id={data_id}&type=payment" if data_id else "type=payment")
+    ts = out.headers["x-signature"].split(",")[0].removeprefix("ts=")
+    assert ts == TS
+    WebhookSignatureValidator.validate(
+        out.headers["x-signature"], out.headers["x-request-id"], data_id, SECRET,
+        tolerance_seconds=300, now=lambda: int(NOW.timestamp() * 1000),
+    )  # fmt: skip
+    with pytest.raises(InvalidWebhookSignatureError) as refused:
+        WebhookSignatureValidator.validate(
+            out.headers["x-signature"], out.headers["x-request-id"], "1", SECRET
+        )
+    assert refused.value.reason is SignatureFailureReason.SIGNATURE_MISMATCH
+    adapter().verify(request(out.body, out.headers, out.query), NOW)
+
+
+def test_sign_puts_a_fresh_uuid_request_id_and_sends_lower_case_ids_in_the_manifest() -> None:
+    body = json.dumps({**EXAMPLE, "data": {"id": "ORD01ABC"}}).encode()
+    first, second = adapter().sign(body, NOW), adapter().sign(body, NOW)
+    assert first.headers["x-request-id"] != second.headers["x-request-id"]
+    assert len(first.headers["x-request-id"]) == 36
+    assert first.query == "data.id=ORD01ABC&type=payment"  # the query keeps the id as is
+    # ...while the manifest uses it lower-cased, as the docs ask.
+    WebhookSignatureValidator.validate(
+        first.headers["x-signature"], first.headers["x-request-id"], "ord01abc", SECRET
+    )
+    adapter().verify(request(body, first.headers, first.query), NOW)
+
+
+@pytest.mark.parametrize(
+    ("data_id", "request_id"),
+    [
+        ("999999999", REQUEST_ID),
+        (DATA_ID_LOWER, REQUEST_ID),
+        ("ORD01JQ4S4KY8HWQ6NA5PXB65B3D3", REQUEST_ID),  # raw, as the SDK signs it
+        ("999999999", None),  # no x-request-id: the pair is dropped
+        (None, REQUEST_ID),  # no data.id in the query: the pair is dropped
+        (None, None),
+    ],
+)
+def test_signatures_the_sdk_accepts_verify(data_id: str | None, request_id: str | None) -> None:
+    delivery = signed(data_id, request_id=request_id)
+    assert sdk_accepts(delivery)
+    adapter().verify(delivery, NOW)
+
+
+@given(
+    data_id=st.text(alphabet=string.ascii_letters + string.digits, max_size=32),
+    request_id=st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40),
+    forged=st.booleans(),
+)
+def test_verify_agrees_with_the_sdk(data_id: str, request_id: str, forged: bool) -> None:
+    delivery = signed(data_id, request_id=request_id)
+    if forged:  # a query id that was not signed
+        delivery = request(delivery.body, dict(delivery.headers), f"data.id={data_id}0")
+    assert sdk_accepts(delivery) is not forged
+    if forged:
+        with pytest.raises(SignatureMismatch):
+            adapter().verify(delivery, NOW)
+    else:
+        adapter().verify(delivery, NOW)
+
+
+@pytest.mark.parametrize("request_id", ["", "   "])
+def test_blank_request_id_is_dropped_like_the_sdk_does(request_id: str) -> None:
+    delivery = signed(request_id=None)
+    headers = {**dict(delivery.headers), "x-request-id": request_id}
+    blank = request(delivery.body, headers, delivery.query)
+    assert sdk_accepts(blank)
+    adapter().verify(blank, NOW)
+
+
+def test_dropping_the_request_id_after_signing_with_it_fails_in_both() -> None:
+    delivery = signed(request_id=REQUEST_ID)
+    stripped = request(delivery.body, {"x-signature": delivery.header("x-signature") or ""},
+                       delivery.query)  # fmt: skip
+    assert not sdk_accepts(stripped)
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(stripped, NOW)
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+
+def test_tampered_query_data_id() -> None:
+    delivery = signed("999999999")
+    forged = request(delivery.body, dict(delivery.headers), "data.id=999999998&type=payment")
+    assert not sdk_accepts(forged)
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(forged, NOW)
+
+
+def test_tampered_request_id() -> None:
+    delivery = signed()
+    headers = {**dict(delivery.headers), "x-request-id": REQUEST_ID.replace("2", "3")}
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(request(delivery.body, headers, delivery.query), NOW)
+
+
+def test_the_body_is_not_signed() -> None:
+    # Mercado Pago's signature does not cover the body: that is why it is only a hint.
+    delivery = signed(body=b'{"anything": "else"}')
+    adapter().verify(request(b'{"id": 1}', dict(delivery.headers), delivery.query), NOW)
+
+
+def test_wrong_secret() -> None:
+    delivery = signed(secret="another-secret")
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(delivery, NOW)
+
+
+def test_rotation_any_configured_secret_matches() -> None:
+    rotated = adapter("old-secret", SECRET)
+    rotated.verify(signed(secret=SECRET), NOW)
+    rotated.verify(signed(secret="old-secret"), NOW)
+    with pytest.raises(SignatureMismatch):
+        rotated.verify(signed(secret="third"), NOW)
+
+
+def test_any_of_several_v1_matches() -> None:
+    delivery = signed()
+    header = delivery.header("x-signature") or ""
+    ts, good = header.split(",")
+    headers = {**dict(delivery.headers), "x-signature": f"{ts},v1={'0' * 64},{good}"}
+    adapter().verify(request(b"{}", headers, delivery.query), NOW)
+
+
+@pytest.mark.parametrize("skew", [-301, 301, -86_400, 10**6])
+def test_stale_or_future_timestamps(skew: int) -> None:
+    delivery = signed(ts=str(int(NOW.timestamp()) + skew))
+    with pytest.raises(TimestampOutOfTolerance):
+        adapter().verify(delivery, NOW)
+
+
+@pytest.mark.parametrize("skew", [-300, 0, 300])
+def test_timestamps_within_tolerance(skew: int) -> None:
+    adapter().verify(signed(ts=str(int(NOW.timestamp()) + skew)), NOW)
+
+
+def test_tolerance_is_configurable() -> None:
+    delivery = signed(ts=str(int(NOW.timestamp()) - 30))
+    with pytest.raises(TimestampOutOfTolerance):
+        adapter(tolerance_seconds=10).verify(delivery, NOW)
+
+
+def test_millisecond_timestamps() -> None:
+    millis = str(int(NOW.timestamp() * 1000) + 123)
+    delivery = signed(ts=millis)
+    assert sdk_accepts(delivery)  # the SDK puts ts verbatim in the manifest too
+    adapter().verify(delivery, NOW)
+    assert parse_signature_header(delivery.header("x-signature") or "").seconds == int(TS)
+    stale = signed(ts=str(int(NOW.timestamp() * 1000) - 301_000))
+    with pytest.raises(TimestampOutOfTolerance):
+        adapter().verify(stale, NOW)
+
+
+@pytest.mark.parametrize("header", [None, "", "   "])
+def test_missing_signature_header(header: str | None) -> None:
+    headers = {"x-request-id": REQUEST_ID}
+    if header is not None:
+        headers["x-signature"] = header
+    with pytest.raises(MissingHeader):
+        adapter().verify(request(b"{}", headers, "data.id=1"), NOW)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "v1=" + "a" * 64,  # no ts
+        "ts=,v1=" + "a" * 64,
+        "ts=abc,v1=" + "a" * 64,
+        "ts=-5,v1=" + "a" * 64,
+        "ts=1,ts=2,v1=" + "a" * 64,
+        "ts=12345678901234567,v1=" + "a" * 64,  # 17 digits
+        f"ts={TS},v1=zz",
+        f"ts={TS},v1=" + "a" * 63,
+        f"ts={TS},v1=" + "a" * 62,  # valid hex, not a SHA-256 digest
+        f"ts={TS},v1=",
+        f"ts={TS};v1=" + "a" * 64,
+        "garbage",
+        ",,,",
+    ],
+)
+def test_malformed_signature_header(header: str) -> None:
+    with pytest.raises(MalformedHeader):
+        adapter().verify(request(b"{}", {"x-signature": header}, "data.id=1"), NOW)
+
+
+def test_header_without_a_v1_signature_is_a_mismatch() -> None:
+    header = f"ts={TS},v2=" + "a" * 64
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(request(b"{}", {"x-signature": header}, "data.id=1"), NOW)
+
+
+def test_header_parser_tolerates_spaces_and_case() -> None:
+    parsed = parse_signature_header(f" TS = {TS} , V1 = {'AB' * 32} ")
+    assert (parsed.ts, parsed.seconds, parsed.signatures) == (TS, int(TS), (b"\xab" * 32,))
+
+
+def test_repeated_data_id_in_the_query_is_refused() -> None:
+    delivery = signed("5")
+    with pytest.raises(MalformedHeader):
+        adapter().verify(request(b"{}", dict(delivery.headers), "data.id=5&data.id=6"), NOW)
+
+
+@given(text=st.text(max_size=200))
+def test_header_parser_raises_only_malformed_header(text: str) -> None:
+    try:
+        parsed = parse_signature_header(text)
+    except MalformedHeader:
+        return
+    assert parsed.ts.isdigit() and all(len(sig) == 32 for sig in parsed.signatures)
+
+
+@given(
+    ts=st.integers(min_value=0, max_value=10**16 - 1),
+    sigs=st.lists(st.binary(min_size=32, max_size=32), max_size=3),
+)
+def test_header_parser_round_trip(ts: int, sigs: list[bytes]) -> None:
+    header = ",".join([f"ts={ts}", *(f"v1={sig.hex()}" for sig in sigs)])
+    parsed = parse_signature_header(header)
+    assert parsed.ts == str(ts) and list(parsed.signatures) == sigs
+    assert parsed.seconds == (ts // 1000 if ts > 10**11 else ts)
+
+
+@given(header=st.text(max_size=120), query=st.text(max_size=60), rid=st.text(max_size=40))
+def test_verify_on_arbitrary_input_raises_only_authentication_errors(
+    header: str, query: str, rid: str
+) -> None:
+    with pytest.raises(AuthenticationError):
+        adapter().verify(request(b"{}", {"x-signature": header, "x-request-id": rid}, query), NOW)
+
+
+# -- parsing thin notifications -----------------------------------------------------------------
+
+
+def test_documented_notification_is_one_thin_event() -> None:
+    [event] = adapter().parse(
+        request(json.dumps(EXAMPLE).encode(), {}, "data.id=999999999&type=payment")
+    )
+    assert event.thin and event.kind is Kind.OTHER
+    assert (event.dedup_key, event.object_id, event.type) == (
+        "12345",
+        "999999999",
+        "payment.created",
+    )
+    assert event.data["topic"] == "payment" and event.data["live_mode"] is True
+    assert event.occurred_at == datetime(2015, 3, 25, 14, 4, 58, 396000, tzinfo=UTC)
+    # A thin "other" waits for enrichment; it is not ignored like a non-thin one.
+    assert initial_status(event) is EventStatus.PENDING
+
+
+def test_the_signed_query_id_wins_over_the_body() -> None:
+    body = json.dumps({**EXAMPLE, "data": {"id": "111"}}).encode()
+    [event] = adapter().parse(request(body, {}, "data.id=999999999&type=payment"))
+    assert event.object_id == "999999999"
+    assert event.data["body_data_id"] == "111" and "query wins" in event.data["note"]
+
+
+def test_integer_ids_and_no_query() -> None:
+    body = json.dumps({**EXAMPLE, "data": {"id": 42}}).encode()
+    [event] = adapter().parse(request(body))
+    assert (event.object_id, event.dedup_key) == ("42", "12345")
+
+
+def test_without_notification_id_the_key_is_type_action_data_id() -> None:
+    body = {key: value for key, value in EXAMPLE.items() if key != "id"}
+    [event] = adapter().parse(request(json.dumps(body).encode(), {}, "data.id=999999999"))
+    assert event.dedup_key == "payment:payment.created:999999999"
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "merchant_order",
+        "topic_merchant_order_wh",
+        "topic_chargebacks_wh",
+        "subscription_preapproval",
+    ],
+)
+def test_other_topics_are_not_thin_and_are_ignored(topic: str) -> None:
+    body = json.dumps({**EXAMPLE, "type": topic, "action": f"{topic}.updated"}).encode()
+    [event] = adapter().parse(request(body, {}, f"data.id=77&type={topic}"))
+    assert not event.thin and event.kind is Kind.OTHER and event.object_id == "77"
+    assert initial_status(event) is EventStatus.IGNORED
+
+
+def test_legacy_ipn_without_body() -> None:
+    headers = {"x-request-id": REQUEST_ID}
+    [event] = adapter().parse(request(b"", headers, "topic=payment&id=123"))
+    assert event.thin and event.object_id == "123" and event.type == "ipn.payment"
+    assert event.dedup_key == f"ipn:payment:123:{REQUEST_ID}"
+    [bare] = adapter().parse(request(b"", {}, "topic=payment&id=123"))
+    assert bare.dedup_key == "ipn:payment:123"
+
+
+def test_legacy_ipn_with_resource_body() -> None:
+    resource = "https://api.mercadolibre.com/collections/notifications/555"
+    body = json.dumps({"resource": resource, "topic": "payment"}).encode()
+    [event] = adapter().parse(request(body))
+    assert event.thin and event.object_id == "555"
+    [order] = adapter().parse(request(b"", {}, "topic=merchant_order&id=9"))
+    assert not order.thin and order.object_id == "9"
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "reason"),
+    [
+        (b"{not json", "", "not valid JSON"),
+        (b"[1, 2]", "", "JSON object"),
+        (b"{}", "", "neither type nor action"),
+        (b"", "", "neither type nor action"),
+        (b'{"type": "payment", "action": "payment.created", "data": {}}', "", "without data.id"),
+        (b"", "topic=payment", "IPN notification without an id"),
+        (b"{}", "data.id=%ff", "not UTF-8"),
+    ],
+)
+def test_parse_errors(body: bytes, query: str, reason: str) -> None:
+    with pytest.raises(ParseError, match=reason):
+        adapter().parse(request(body, {}, query))
+
+
+def test_ack_is_an_empty_200() -> None:
+    ack = adapter().ack()
+    assert (ack.status, ack.body) == (200, b"")
+
+
+def test_registry_and_configuration() -> None:
+    assert isinstance(build_provider(source()), MercadoPagoProvider)
+    with pytest.raises(ConfigError):
+        MercadoPagoProvider(SourceConfig(name="mp", provider="mercadopago"))
+    for bad in ({"BRL": "2"}, {"BRL": 9}, ["BRL"], {"BRL": True}):
+        with pytest.raises(ConfigError):
+            adapter(currency_exponents=bad)
+    assert adapter(currency_exponents={"cop": 0}).exponents["COP"] == 0
+
+
+def test_sample_lifecycle_shapes() -> None:
+    sample = SamplePayment("1234567890", "order-1", 10050, refund=True)
+    bodies = adapter().sample_lifecycle(sample, NOW, random.Random(3))
+    notes = [json.loads(body) for body in bodies]
+    assert [n["action"] for n in notes] == ["payment.created"] + ["payment.updated"] * 3
+    assert all(n["type"] == "payment" and n["data"] == {"id": "1234567890"} for n in notes)
+    assert all(n["api_version"] == "v1" and n["live_mode"] is False for n in notes)
+    assert len({n["id"] for n in notes}) == 4 and len({n["user_id"] for n in notes}) == 1
+    assert all(isinstance(n["id"], int) for n in notes)
+    times = [datetime.fromisoformat(n["date_created"]) for n in notes]
+    assert times == sorted(times) and times[-1] < NOW
+    short = adapter().sample_lifecycle(SamplePayment("1", "r", 5), NOW, random.Random(3))
+    assert len(short) == 2
+    for body in bodies:
+        out = adapter().sign(body, NOW)
+        adapter().verify(request(out.body, out.headers, out.query), NOW)
+        [event] = adapter().parse(request(out.body, out.headers, out.query))
+        assert event.thin and event.object_id == "1234567890"
+
+
+# -- pure mapping and amounts --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "exponent", "minor"),
+    [
+        (Decimal("100.5"), 2, 10050),
+        (Decimal("0.29"), 2, 29),  # int(0.29 * 100) == 28
+        (Decimal("19.99"), 2, 1999),  # int(19.99 * 100) == 1998
+        (Decimal("0.1") + Decimal("0.2"), 2, 30),
+        (100, 2, 10000),
+        (Decimal("1500"), 0, 1500),
+        (Decimal("123456789012.34"), 2, 12345678901234),
+    ],
+)
+def test_to_minor_is_exact(value: Decimal | int, exponent: int, minor: int) -> None:
+    assert to_minor(value, exponent, field="amount") == minor
+
+
+@pytest.mark.parametrize(
+    ("value", "exponent"),
+    [
+        (Decimal(repr(0.1 + 0.2)), 2),  # 0.30000000000000004 is not a whole number of cents
+        (Decimal("1500.5"), 0),
+        (Decimal("-1"), 2),
+        (Decimal("NaN"), 2),
+        (True, 2),
+        (1.5, 2),  # a float means the JSON was read lossily
+        ("x", 2),
+    ],
+)
+def test_to_minor_refuses_what_is_not_exact(value: object, exponent: int) -> None:
+    with pytest.raises(NonRetryable):
+        to_minor(value, exponent, field="amount")
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "refunded", "kind"),
+    [
+        ("approved", "accredited", 0, Kind.PAYMENT_PAID),
+        ("approved", "partially_refunded", 300, Kind.PAYMENT_PARTIALLY_REFUNDED),
+        ("approved", "accredited", 300, Kind.PAYMENT_PARTIALLY_REFUNDED),
+        ("authorized", "pending_capture", 0, Kind.PAYMENT_AUTHORIZED),
+        ("pending", "pending_waiting_transfer", 0, Kind.PAYMENT_CREATED),
+        ("in_process", "pending_review_manual", 0, Kind.PAYMENT_CREATED),
+        ("rejected", "cc_rejected_insufficient_amount", 0, Kind.PAYMENT_FAILED),
+        ("cancelled", "by_collector", 0, Kind.PAYMENT_CANCELED),
+        ("cancelled", "expired", 0, Kind.PAYMENT_EXPIRED),
+        ("refunded", "refunded", 1000, Kind.PAYMENT_REFUNDED),
+        ("charged_back", "settled", 0, Kind.DISPUTE_LOST),
+        ("in_mediation", "", 0, Kind.DISPUTE_OPENED),
+        ("something_new", None, 0, Kind.OTHER),
+    ],
+)
+def test_payment_kind(status: str, detail: str | None, refunded: int, kind: Kind) -> None:
+    assert payment_kind(status, detail, 1000, refunded) is kind
+
+
+# -- enrichment against a real local server ------------------------------------------------------
+
+
+@dataclass
+class Api:
+    url: str
+    fake: FakeMercadoPago
+    http: httpx.AsyncClient
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[Api]:
+    fake = FakeMercadoPago(token=TOKEN)
+    async with live_server(fake.app(), lifespan="off") as url, httpx.AsyncClient() as http:
+        yield Api(url, fake, http)
+
+
+def thin(object_id: str = "999999999", dedup_key: str = "12345") -> ParsedEvent:
+    event = adapter().parse(
+        request(json.dumps({**EXAMPLE, "id": dedup_key}).encode(), {}, f"data.id={object_id}")
+    )[0]
+    assert event.thin
+    return event
+
+
+async def enrich(api: Api, resource: dict[str, Any], **fields: Any) -> ParsedEvent:
+    api.fake.payments[str(resource["id"])] = resource
+    provider = adapter(api_base_url=api.url, **fields)
+    return await provider.enrich(thin(str(resource["id"])), api.http)
+
+
+ENRICH_CASES = [
+    ("approved", "accredited", "0", Kind.PAYMENT_PAID, 10050, None),
+    ("approved", "partially_refunded", "30.25", Kind.PAYMENT_PARTIALLY_REFUNDED, None, 3025),
+    ("approved", "accredited", "0.01", Kind.PAYMENT_PARTIALLY_REFUNDED, None, 1),
+    ("authorized", "pending_capture", "0", Kind.PAYMENT_AUTHORIZED, 10050, None),
+    ("pending", "pending_waiting_transfer", "0", Kind.PAYMENT_CREATED, 10050, None),
+    ("in_process", "pending_contingency", "0", Kind.PAYMENT_CREATED, 10050, None),
+    ("rejected", "cc_rejected_other_reason", "0", Kind.PAYMENT_FAILED, 10050, None),
+    ("cancelled", "by_payer", "0", Kind.PAYMENT_CANCELED, 10050, None),
+    ("cancelled", "expired", "0", Kind.PAYMENT_EXPIRED, 10050, None),
+    ("refunded", "refunded", "100.5", Kind.PAYMENT_REFUNDED, None, 10050),
+    ("refunded", "refunded", "0", Kind.PAYMENT_REFUNDED, None, 10050),  # no figure: all of it
+    ("charged_back", "settled", "0", Kind.DISPUTE_LOST, 10050, None),
+    ("in_mediation", "", "0", Kind.DISPUTE_OPENED, 10050, None),
+]
+
+
+@pytest.mark.parametrize(("status", "detail", "refunded", "kind", "amount", "total"), ENRICH_CASES)
+async def test_enrich_maps_every_status(
+    api: Api, status: str, detail: str, refunded: str, kind: Kind, amount: int | None,
+    total: int | None,
+) -> None:  # fmt: skip
+    resource = payment(
+        "999999999", status=status, status_detail=detail, amount="100.5", refunded=refunded,
+        reference="order-42", date_last_updated="2024-01-10T15:00:00.000-04:00",
+    )  # fmt: skip
+    event = await enrich(api, resource)
+    assert event.kind is kind and not event.thin
+    assert (event.amount, event.refunded_total) == (amount, total)
+    assert (event.dedup_key, event.object_id, event.type) == (
+        "12345",
+        "999999999",
+        "payment.created",
+    )
+    assert (event.reference, event.currency) == ("order-42", "BRL")
+    assert event.data["status"] == status and event.data["status_detail"] == detail
+    assert event.data["topic"] == "payment"  # the notification's own data is kept
+    assert event.occurred_at == datetime(2024, 1, 10, 19, 0, tzinfo=UTC)
+    assert api.fake.log == [("999999999", 200)]
+
+
+async def test_paid_uses_the_approval_time(api: Api) -> None:
+    resource = payment("1", status="approved", amount="10", date_approved="2024-01-10T14:31:00Z")
+    event = await enrich(api, resource)
+    assert event.occurred_at == datetime(2024, 1, 10, 14, 31, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "minor"),
+    [
+        (Decimal("100.5"), "BRL", 10050),
+        (Decimal("0.1") + Decimal("0.2"), "ARS", 30),
+        (Decimal("19.99"), "MXN", 1999),
+        (Decimal("1500"), "CLP", 1500),
+        (Decimal("25000"), "COP", 2500000),
+    ],
+)
+async def test_amounts_are_converted_exactly(
+    api: Api, amount: Decimal, currency: str, minor: int
+) -> None:
+    event = await enrich(api, payment("7", status="approved", amount=amount, currency=currency))
+    assert (event.amount, event.currency) == (minor, currency)
+
+
+async def test_an_amount_finer_than_the_currency_is_refused(api: Api) -> None:
+    with pytest.raises(NonRetryable):
+        await enrich(api, payment("7", status="approved", amount=0.1 + 0.2))
+    with pytest.raises(NonRetryable):
+        await enrich(api, payment("8", status="approved", amount="1500.5", currency="CLP"))
+
+
+async def test_currency_exponents_option(api: Api) -> None:
+    resource = payment("7", status="approved", amount="25000", currency="COP")
+    event = await enrich(api, resource, currency_exponents={"COP": 0})
+    assert event.amount == 25000
+
+
+async def test_missing_payment_is_a_retryable_gateway_error(api: Api) -> None:
+    with pytest.raises(GatewayError, match="404") as failed:
+        await adapter(api_base_url=api.url).enrich(thin("404404"), api.http)
+    assert not isinstance(failed.value, NonRetryable)
+    api.fake.payments["404404"] = payment("404404", status="approved", amount="1")
+    event = await adapter(api_base_url=api.url).enrich(thin("404404"), api.http)
+    assert event.kind is Kind.PAYMENT_PAID
+    assert api.fake.requests_for("404404") == [404, 200]
+
+
+async def test_wrong_token_is_a_gateway_error(api: Api) -> None:
+    api.fake.payments["5"] = payment("5", status="approved", amount="1")
+    with pytest.raises(GatewayError, match="access token"):
+        await adapter(api_base_url=api.url, api_key="wrong").enrich(thin("5"), api.http)
+    assert api.fake.log == [("5", 401)]
+
+
+async def test_unreachable_api_is_a_gateway_error() -> None:
+    provider = adapter(api_base_url=f"http://127.0.0.1:{free_port()}")
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(GatewayError, match="ConnectError"):
+            await provider.enrich(thin(), http)
+
+
+async def test_no_access_token_is_a_gateway_error(api: Api) -> None:
+    with pytest.raises(GatewayError, match="api_key"):
+        await adapter(api_base_url=api.url, api_key=None).enrich(thin(), api.http)
+
+
+async def test_non_thin_events_pass_through(api: Api) -> None:
+    event = ParsedEvent("k", Kind.OTHER, "merchant_order", "1")
+    assert await adapter(api_base_url=api.url).enrich(event, api.http) is event
+    assert api.fake.log == []
+
+
+async def test_fetch_status(api: Api) -> None:
+    api.fake.payments["31"] = payment(
+        "31", status="approved", status_detail="partially_refunded", amount="50",
+        refunded="20", reference="r-31",
+    )  # fmt: skip
+    event = await adapter(api_base_url=api.url).fetch_status("31", api.http)
+    assert event is not None and not event.thin
+    assert event.dedup_key == "reconcile:31:approved:partially_refunded"
+    assert (event.kind, event.refunded_total, event.reference) == (
+        Kind.PAYMENT_PARTIALLY_REFUNDED, 2000, "r-31",
+    )  # fmt: skip
+    assert event.data["origin"] == "reconcile"
+    assert await adapter(api_key=None).fetch_status("31", api.http) is None
+
+
+def test_now_is_not_hidden() -> None:
+    # verify takes `now`: a delivery signed an hour ago passes at that time only.
+    then = NOW - timedelta(hours=1)
+    delivery = signed(ts=str(int(then.timestamp())))
+    adapter().verify(delivery, then)
+    with pytest.raises(TimestampOutOfTolerance):
+        adapter().verify(delivery, NOW)
