@@ -69,6 +69,7 @@ class _Fact:
     reference: str | None
     settlement: str | None
     anomaly: str | None
+    payment_amount: int | None
 
     def key(self) -> tuple[Any, ...]:
         """A total order on content, oldest first (no time sorts oldest)."""
@@ -81,6 +82,7 @@ class _Fact:
             *_nullable(self.reference),
             *_nullable(self.settlement),
             *_nullable(self.anomaly),
+            *_nullable(self.payment_amount),
             self.event_id,
         )
 
@@ -196,7 +198,8 @@ def _derive(facts: Mapping[str, Mapping[str, Any]]) -> _View:
     ordered = sorted((_load(key, raw) for key, raw in facts.items()), key=_Fact.key)
     preferred = _preference(ordered)
     amount = next(
-        (f.amount for f in preferred if f.kind in _PREFERRED and f.amount is not None), None
+        (f.amount for f in preferred if f.kind in _PREFERRED and f.amount is not None),
+        max((f.payment_amount for f in ordered if f.payment_amount is not None), default=None),
     )
     total, full = _refunds(ordered, amount)
     refunded = max(total, amount) if full and amount is not None else total
@@ -291,7 +294,15 @@ def _record(event: ParsedEvent) -> dict[str, Any]:
         "reference": event.reference,
         "settlement": _settlement(event),
         "anomaly": event.anomaly,
+        "payment_amount": _payment_amount(event),
     }
+
+
+def _payment_amount(event: ParsedEvent) -> int | None:
+    """The whole payment's amount when an event of another kind knows it (a refund read
+    from the gateway's API carries it in `data["payment_amount"]`)."""
+    value = event.data.get("payment_amount")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _settlement(event: ParsedEvent) -> str | None:
@@ -313,6 +324,7 @@ def _load(event_id: str, raw: Mapping[str, Any]) -> _Fact:
         reference=raw.get("reference"),
         settlement=raw.get("settlement"),
         anomaly=raw.get("anomaly"),
+        payment_amount=raw.get("payment_amount"),
     )
 
 

@@ -297,6 +297,26 @@ def test_an_anomaly_reported_by_the_gateway_is_recorded_without_moving_state() -
     assert swapped.anomalies == 1 and swapped.state is PaymentState.PENDING
 
 
+def test_a_refund_that_knows_the_payment_amount_supplies_it() -> None:
+    refund = ParsedEvent(
+        dedup_key="mp-1",
+        kind=Kind.PAYMENT_REFUNDED,
+        type="payment.refunded",
+        object_id="pay_1",
+        occurred_at=at(4),
+        refunded_total=1000,
+        data={"payment_amount": 1000},
+    )
+    payment, _ = fold([(1, refund)])
+    assert (payment.state, payment.amount, payment.refunded_amount) == (
+        PaymentState.REFUNDED,
+        1000,
+        1000,
+    )
+    later, _ = fold([(1, refund), (2, PAID_1000)])
+    assert later.amount == 1000 and later.anomalies == 0
+
+
 def test_refund_beyond_the_amount_is_flagged() -> None:
     payment, _ = fold([(1, PAID_1000), (2, ev(Kind.PAYMENT_REFUNDED, 3, amount=1500))])
     assert payment.state is PaymentState.REFUNDED
@@ -424,6 +444,7 @@ def test_facts_survive_a_json_round_trip() -> None:
         "reference": "order-1",
         "settlement": None,
         "anomaly": None,
+        "payment_amount": None,
     }
     reloaded = replace(payment, facts=stored)
     again = apply(reloaded, source="shop", event_id=2, event=PAID_1000, at=NOW)

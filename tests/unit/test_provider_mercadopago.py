@@ -639,6 +639,7 @@ async def test_enrich_maps_every_status(
     event = await enrich(api, resource)
     assert event.kind is kind and not event.thin
     assert (event.amount, event.refunded_total) == (amount, total)
+    assert event.data["payment_amount"] == 10050  # the whole payment, refunds included
     assert (event.dedup_key, event.object_id, event.type) == (
         "12345",
         "999999999",

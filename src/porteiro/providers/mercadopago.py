@@ -280,6 +280,7 @@ def payment_event(
     raw_refunded = resource.get("transaction_amount_refunded") or 0
     refunded = to_minor(raw_refunded, exponent, field="transaction_amount_refunded")
     kind = payment_kind(status, detail, amount, refunded)
+    payment_amount = amount
     refunded_total: int | None = None
     if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
         # Cumulative only: several notifications re-read the same total.
@@ -305,6 +306,7 @@ def payment_event(
         data={
             "status": status,
             "status_detail": detail or "",
+            "payment_amount": payment_amount,
             **{key: value for key, value in details.items() if value},
         },
     )
