@@ -143,8 +143,10 @@ def serve(
     import uvicorn
 
     from porteiro.app import create_app
+    from porteiro.tls import uvicorn_options
 
     config = _config(ctx)
+    tls = uvicorn_options(config)  # {} unless [server] tls_cert_file is set
     runtime = Runtime.build(config)
     background = [Worker(runtime).run] if with_worker else []
     app = create_app(runtime, background=background, migrate=_migrate_default(config, migrate))
@@ -157,14 +159,16 @@ def serve(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        **tls,
     )
+    scheme = "https" if tls else "http"
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if self.started:  # the bound address, so `--port 0` tells where it went
                 bound = self.servers[0].sockets[0].getsockname()
-                click.echo(f"porteiro listening on http://{bound[0]}:{bound[1]}")
+                click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]}")
 
     _Server(server_config).run()
 

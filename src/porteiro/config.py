@@ -54,6 +54,11 @@ class ServerConfig:
     # and retries, instead of a hung connection.
     store_timeout_seconds: float = 0.8
     retry_after_seconds: int = 5
+    # TLS termination by `porteiro serve` (porteiro.tls): needed for Pix mTLS without a
+    # proxy. The client CA bundle adds to every source's `mtls_ca_file`.
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,9 @@ def _server(table: Mapping[str, Any]) -> ServerConfig:
             table.get("store_timeout_seconds", defaults.store_timeout_seconds)
         ),
         retry_after_seconds=int(table.get("retry_after_seconds", defaults.retry_after_seconds)),
+        tls_cert_file=_opt_str(table, "tls_cert_file") or None,
+        tls_key_file=_opt_str(table, "tls_key_file") or None,
+        tls_client_ca_file=_opt_str(table, "tls_client_ca_file") or None,
     )
 
 

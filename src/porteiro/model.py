@@ -72,7 +72,9 @@ class InboundRequest:
 
     `headers` keeps every header in arrival order with lower-cased names; `header()`
     returns the first value. `client_cert_subject` is the verified TLS client certificate
-    subject when Porteiro (or a trusted proxy) checked one.
+    subject when Porteiro (or a trusted proxy) checked one; `client_cert_der` is that
+    certificate itself (DER) when Porteiro terminated TLS, so an adapter can re-verify it
+    against its own CA bundle (Pix mTLS).
     """
 
     source: str
@@ -84,6 +86,7 @@ class InboundRequest:
     peer: str | None
     received_at: datetime
     client_cert_subject: str | None = None
+    client_cert_der: bytes | None = None
 
     def header(self, name: str) -> str | None:
         lowered = name.lower()

@@ -10,8 +10,10 @@ This is the hot path: no per-request logger binding, no re-serialisation of the 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import httpx
 import orjson
@@ -57,15 +59,40 @@ def json_error(status: int, message: str, headers: dict[str, str] | None = None)
 def client_cert_subject(scope: Scope) -> str | None:
     """The verified TLS client certificate subject, if the server checked one.
 
-    Hook for Pix mTLS: reads the ASGI TLS extension (`client_cert_name`, only when
-    `client_cert_error` is empty). A trusted TLS-terminating proxy forwarding the subject
-    in a header would be read here too, once configured per source.
+    Reads the ASGI TLS extension (`client_cert_name`, only when `client_cert_error` is
+    empty), which `porteiro serve` fills when it terminates TLS (porteiro.tls). A trusted
+    proxy's verified-client headers are not read here: which proxies are trusted is a
+    per-source setting, so the adapter (providers/pix_auth.py) honours them itself.
     """
-    tls = scope.get("extensions", {}).get("tls")
-    if not tls or tls.get("client_cert_error"):
-        return None
-    name = tls.get("client_cert_name")
+    tls = _verified_tls(scope)
+    name = tls.get("client_cert_name") if tls else None
     return name if isinstance(name, str) and name else None
+
+
+def client_cert_der(scope: Scope) -> bytes | None:
+    """The verified client certificate (DER), so an adapter can re-check it against its
+    own CA bundle: porteiro.tls's `client_cert_der`, else the first PEM of the standard
+    `client_cert_chain` that other ASGI servers fill."""
+    tls = _verified_tls(scope)
+    if not tls:
+        return None
+    der = tls.get("client_cert_der")
+    if isinstance(der, bytes) and der:
+        return der
+    chain = tls.get("client_cert_chain")
+    if isinstance(chain, list | tuple) and chain and isinstance(chain[0], str):
+        try:
+            return ssl.PEM_cert_to_DER_cert(chain[0])
+        except ValueError:
+            return None
+    return None
+
+
+def _verified_tls(scope: Scope) -> dict[str, Any] | None:
+    tls = (scope.get("extensions") or {}).get("tls")
+    if not isinstance(tls, dict) or tls.get("client_cert_error"):
+        return None
+    return tls
 
 
 class BodyTooLarge(Exception):
@@ -160,6 +187,7 @@ class Receiver:
             peer=client[0] if client else None,
             received_at=self._runtime.clock(),
             client_cert_subject=client_cert_subject(scope),
+            client_cert_der=client_cert_der(scope),
         )
 
     async def _authenticate(self, provider: Provider, inbound: InboundRequest) -> Response | None:

@@ -51,5 +51,10 @@ class Runtime:
             await self.store.upgrade()
 
     async def stop(self) -> None:
+        for provider in self.providers.values():
+            # Adapters with clients of their own (Pix: a client certificate) close them.
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
         await self.http.aclose()
         await self.store.close()

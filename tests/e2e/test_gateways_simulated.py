@@ -42,6 +42,14 @@ jwks_file = "{DEV_KEYS / "pagarme-dev-jwks.json"}"
 signing_key_file = "{DEV_KEYS / "pagarme-dev-private.pem"}"
 signing_kid = "porteiro-dev"
 """,
+    "efi": """
+[sources.efi]
+provider = "pix"
+keys = ["porteiro-dev@example.com"]
+hmac_token = "efi-dev-hmac-token"
+allow_ips = ["127.0.0.1"]
+confirm = false
+""",
     "stripe": """
 [sources.stripe]
 provider = "stripe"
@@ -111,7 +119,9 @@ def test_simulated_lifecycles_converge(source: str, tmp_path: Path) -> None:
         )  # fmt: skip
         assert "5xx 0" in output and "4xx 0" in output
         events = wait_processed(base, source)
-        assert {e["duplicates"] for e in events} == {3}, "every delivery was sent 4 times"
+        # Every delivery was sent 4 times; an event carried by k distinct deliveries (a Pix
+        # resent with its devoluções) is seen 4k times: 4k - 1 duplicates.
+        assert all(e["duplicates"] % 4 == 3 for e in events), [e["duplicates"] for e in events]
         object_ids = {e["object_id"] for e in events if e["object_id"]}
         assert len(object_ids) == 6
         for object_id in sorted(object_ids):

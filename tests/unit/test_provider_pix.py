@@ -1,0 +1,709 @@
+"""Pix adapter: every authentication path, the payload rules, and PSP confirmation against
+a real local fake of the PSP's API (tests/fakes/pix.py served by uvicorn)."""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from porteiro.config import SourceConfig
+from porteiro.errors import (
+    AuthenticationError,
+    ConfigError,
+    ForbiddenPeer,
+    GatewayError,
+    MalformedHeader,
+    MissingHeader,
+    NonRetryable,
+    ParseError,
+)
+from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers.pix import PixProvider
+from porteiro.providers.pix_payload import E2E_ID, RTR_ID
+from porteiro.providers.pix_samples import sample_txid
+from porteiro.receiver import client_cert_der, client_cert_subject
+from porteiro.runtime import utc_now
+from tests.fakes.pix import FakePsp, Issued, issue, make_ca
+from tests.live_server import live_server
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+CHAVE = "pix@loja.example"
+TOKEN = "s3cr3t-Token_value"
+EFI_IP = "34.193.116.226"
+E2E_1 = "E12345678202009091221kkkkkkkkkkk"  # the BCB spec's examples
+E2E_2 = "E87654321202009091221dfghi123456"
+TXID_1 = "c3e0e7a4e7f1469a9f782d3d4999343c"
+TXID_2 = "971122d8f37211eaadc10242ac120002"
+RTR_1 = "D12345678202009091221abcdf098765"
+RTR_2 = "D12345678202009091222abcdf098766"
+CLIENT_ID, CLIENT_SECRET = "Client_Id_abc", "Client_Secret_xyz"
+
+
+def provider(**options: Any) -> PixProvider:
+    settings: dict[str, Any] = {"keys": [CHAVE], "hmac_token": TOKEN, "confirm": False}
+    settings.update(options)
+    settings = {key: value for key, value in settings.items() if value is not None}
+    api = settings.pop("api_base_url", None)
+    built = build_provider(
+        SourceConfig(name="efi", provider="pix", api_base_url=api, options=settings)
+    )
+    assert isinstance(built, PixProvider)
+    return built
+
+
+def request(
+    body: bytes = b"{}",
+    *,
+    query: str = "",
+    path: str = "/webhooks/efi",
+    peer: str | None = EFI_IP,
+    headers: Sequence[tuple[str, str]] = (),
+    subject: str | None = None,
+    der: bytes | None = None,
+) -> InboundRequest:
+    return InboundRequest(
+        source="efi",
+        method="POST",
+        path=path,
+        query=query,
+        headers=[("content-type", "application/json"), *headers],
+        body=body,
+        peer=peer,
+        received_at=NOW,
+        client_cert_subject=subject,
+        client_cert_der=der,
+    )
+
+
+def pix(
+    e2eid: str = E2E_1,
+    *,
+    txid: str | None = TXID_1,
+    valor: str = "110.00",
+    chave: str | None = CHAVE,
+    devolucoes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "endToEndId": e2eid,
+        "txid": txid,
+        "chave": chave,
+        "valor": valor,
+        "horario": "2020-09-09T20:15:00.358Z",
+        "infoPagador": "0123456789",
+    }
+    if devolucoes is not None:
+        item["devolucoes"] = devolucoes
+    return {key: value for key, value in item.items() if value is not None}
+
+
+def refund(rtr_id: str = RTR_1, valor: str = "10.00", status: str = "DEVOLVIDO") -> dict[str, Any]:
+    return {
+        "id": "123ABC",
+        "rtrId": rtr_id,
+        "valor": valor,
+        "status": status,
+        "horario": {"solicitacao": "2020-09-09T20:15:00.358Z"},
+    }
+
+
+def delivery(*items: dict[str, Any]) -> bytes:
+    return json.dumps({"pix": list(items)}).encode()
+
+
+# -- hmac (Efí skip-mTLS) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        (f"hmac={TOKEN}", "/webhooks/efi/pix"),
+        (f"hmac={TOKEN}&ignorar=/pix", "/webhooks/efi"),  # registered with &ignorar=
+        (f"hmac={TOKEN}&ignorar=", "/webhooks/efi/pix"),
+        (f"hmac={TOKEN}/pix", "/webhooks/efi"),  # registered without ignorar: suffix in value
+        (f"hmac={TOKEN}%2Fpix", "/webhooks/efi"),
+        (f"ignorar=&hmac={quote(TOKEN)}", "/webhooks/efi/pix"),
+    ],
+)
+def test_hmac_secret_is_accepted_wherever_efi_puts_the_pix_suffix(query: str, path: str) -> None:
+    provider().verify(request(query=query, path=path), NOW)
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        ("", MissingHeader),
+        ("ignorar=/pix", MissingHeader),
+        ("hmac=wrong&ignorar=/pix", ForbiddenPeer),
+        (f"hmac={TOKEN}x", ForbiddenPeer),
+        (f"hmac={TOKEN}/pixx", ForbiddenPeer),
+        (f"hmac=/pix{TOKEN}", ForbiddenPeer),
+        (f"hmac={TOKEN}&hmac={TOKEN}", MalformedHeader),
+    ],
+)
+def test_wrong_or_missing_hmac_is_refused(query: str, error: type[AuthenticationError]) -> None:
+    with pytest.raises(error):
+        provider().verify(request(query=query), NOW)
+
+
+def test_hmac_tokens_rotate() -> None:
+    both = provider(hmac_token=["new-token", TOKEN])
+    both.verify(request(query=f"hmac={TOKEN}"), NOW)
+    both.verify(request(query="hmac=new-token&ignorar=/pix"), NOW)
+
+
+def test_hmac_token_beyond_ascii_is_compared_as_utf8() -> None:
+    secret = "s\u00eagredo"
+    accented = provider(hmac_token=secret)
+    accented.verify(request(query=f"hmac={quote(secret)}&ignorar=/pix"), NOW)
+    with pytest.raises(ForbiddenPeer):
+        accented.verify(request(query="hmac=s%EAgredo"), NOW)  # latin-1 escape: not ours
+
+
+def test_hmac_mode_allows_only_efis_address_by_default() -> None:
+    with pytest.raises(ForbiddenPeer, match="allow_ips"):
+        provider().verify(request(query=f"hmac={TOKEN}", peer="203.0.113.9"), NOW)
+    with pytest.raises(ForbiddenPeer):
+        provider().verify(request(query=f"hmac={TOKEN}", peer=None), NOW)
+
+
+def test_allow_ips_take_cidrs_and_ipv4_mapped_peers() -> None:
+    ranged = provider(allow_ips=["10.1.0.0/16", "127.0.0.1"])
+    ranged.verify(request(query=f"hmac={TOKEN}", peer="10.1.200.3"), NOW)
+    ranged.verify(request(query=f"hmac={TOKEN}", peer="::ffff:127.0.0.1"), NOW)
+    with pytest.raises(ForbiddenPeer):
+        ranged.verify(request(query=f"hmac={TOKEN}", peer=EFI_IP), NOW)
+
+
+def test_client_address_from_a_trusted_proxy_only() -> None:
+    proxied = provider(trusted_proxies=["127.0.0.1"])
+    forwarded = [("x-forwarded-for", f"198.51.100.1, {EFI_IP}")]
+    proxied.verify(request(query=f"hmac={TOKEN}", peer="127.0.0.1", headers=forwarded), NOW)
+    with pytest.raises(ForbiddenPeer):  # the proxy's own address is not Efí's
+        proxied.verify(request(query=f"hmac={TOKEN}", peer="127.0.0.1"), NOW)
+    with pytest.raises(ForbiddenPeer):  # anyone else cannot claim an address
+        proxied.verify(request(query=f"hmac={TOKEN}", peer="203.0.113.9", headers=forwarded), NOW)
+    with pytest.raises(MalformedHeader):
+        bad = [("x-forwarded-for", "not-an-ip")]
+        proxied.verify(request(query=f"hmac={TOKEN}", peer="127.0.0.1", headers=bad), NOW)
+
+
+# -- mTLS: Porteiro's own TLS termination --------------------------------------------------
+
+
+@dataclass
+class Pki:
+    efi: Issued
+    other: Issued
+    ca_file: Path
+    client: Issued
+    foreign_client: Issued
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    directory = tmp_path_factory.mktemp("pki")
+    efi, other = make_ca("Efi Pay Root CA"), make_ca("Other PSP Root CA", org="Other PSP")
+    ca_file, _ = efi.write(directory, "efi-chain")
+    client = issue(efi, "webhook.efipay.com.br")
+    foreign = issue(other, "webhook.efipay.com.br")  # same name, wrong issuer
+    return Pki(efi, other, ca_file, client, foreign)
+
+
+def mtls(pki: Pki, **options: Any) -> PixProvider:
+    return provider(hmac_token=None, mtls_ca_file=str(pki.ca_file), **options)
+
+
+def test_verified_client_certificate_of_our_psp_is_accepted(pki: Pki) -> None:
+    subject = pki.client.cert.subject.rfc4514_string()
+    mtls(pki, allowed_cns=["webhook.efipay.com.br"]).verify(
+        request(path="/webhooks/efi/pix", subject=subject, der=pki.client.der), utc_now()
+    )
+
+
+def test_no_client_certificate_is_refused(pki: Pki) -> None:
+    # Efí's registration probe comes without a certificate and must be refused.
+    with pytest.raises(ForbiddenPeer, match="mTLS is required"):
+        mtls(pki).verify(request(path="/webhooks/efi/pix"), utc_now())
+    with pytest.raises(ForbiddenPeer):  # an hmac in the query is no substitute
+        mtls(pki).verify(request(query=f"hmac={TOKEN}"), utc_now())
+
+
+def test_certificate_from_another_ca_is_refused_by_this_source(pki: Pki) -> None:
+    foreign = pki.foreign_client
+    with pytest.raises(ForbiddenPeer, match="mtls_ca_file"):
+        mtls(pki).verify(request(subject="CN=webhook.efipay.com.br", der=foreign.der), utc_now())
+
+
+def test_allowed_cns_narrow_the_certificates_of_the_ca(pki: Pki) -> None:
+    someone = issue(pki.efi, "cliente.efipay.com.br")
+    with pytest.raises(ForbiddenPeer, match="allowed_cns"):
+        mtls(pki, allowed_cns=["webhook.efipay.com.br"]).verify(request(der=someone.der), utc_now())
+    mtls(pki).verify(request(der=someone.der), utc_now())  # no list: any cert of the CA
+
+
+def test_expired_certificate_is_refused(pki: Pki) -> None:
+    later = datetime(2099, 1, 1, tzinfo=UTC)
+    with pytest.raises(ForbiddenPeer):
+        mtls(pki).verify(request(der=pki.client.der), later)
+
+
+def test_a_subject_without_the_certificate_cannot_be_reverified(pki: Pki) -> None:
+    with pytest.raises(ForbiddenPeer, match="re-verify"):
+        mtls(pki).verify(request(subject="CN=webhook.efipay.com.br"), NOW)
+
+
+def test_garbage_der_is_refused(pki: Pki) -> None:
+    with pytest.raises(ForbiddenPeer, match="DER"):
+        mtls(pki).verify(request(der=b"\x30\x03junk"), NOW)
+
+
+def test_receiver_reads_the_tls_extension(pki: Pki) -> None:
+    pem = pki.client.pem.decode()
+    scope: dict[str, Any] = {
+        "extensions": {"tls": {"client_cert_name": "CN=x", "client_cert_chain": [pem]}}
+    }
+    assert client_cert_subject(scope) == "CN=x"
+    assert client_cert_der(scope) == pki.client.der
+    scope["extensions"]["tls"]["client_cert_der"] = b"raw"
+    assert client_cert_der(scope) == b"raw"
+    scope["extensions"]["tls"]["client_cert_error"] = "unknown ca"
+    assert client_cert_der(scope) is None and client_cert_subject(scope) is None
+    assert client_cert_der({"extensions": None}) is None
+
+
+# -- mTLS at a trusted proxy ----------------------------------------------------------------
+
+PROXY_OK = [
+    ("x-ssl-client-verify", "SUCCESS"),
+    ("x-ssl-client-s-dn", "CN=webhook.efipay.com.br,O=Efi S.A."),
+]
+
+
+def proxied(**options: Any) -> PixProvider:
+    return provider(hmac_token=None, trusted_proxies=["127.0.0.1", "10.0.0.0/8"], **options)
+
+
+def test_trusted_proxy_header_is_honoured_from_a_trusted_peer() -> None:
+    proxied(allowed_cns=["webhook.efipay.com.br"]).verify(
+        request(peer="10.2.3.4", headers=PROXY_OK), NOW
+    )
+
+
+def test_proxy_headers_from_an_untrusted_peer_are_ignored() -> None:
+    with pytest.raises(ForbiddenPeer, match="mTLS is required"):
+        proxied().verify(request(peer="203.0.113.9", headers=PROXY_OK), NOW)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [("x-ssl-client-verify", "NONE"), ("x-ssl-client-s-dn", "CN=webhook.efipay.com.br")],
+        [("x-ssl-client-verify", "FAILED:unable to get issuer certificate")],
+        [("x-ssl-client-verify", "SUCCESS")],
+    ],
+)
+def test_proxy_must_say_success_and_name_the_subject(headers: list[tuple[str, str]]) -> None:
+    with pytest.raises(ForbiddenPeer):
+        proxied().verify(request(peer="127.0.0.1", headers=headers), NOW)
+
+
+def test_proxy_subject_is_checked_against_allowed_cns() -> None:
+    legacy = [
+        ("x-ssl-client-verify", "SUCCESS"),
+        ("x-ssl-client-s-dn", "/C=BR/O=Efi/CN=webhook.efipay.com.br"),
+    ]
+    strict = proxied(allowed_cns=["webhook.efipay.com.br"])
+    strict.verify(request(peer="127.0.0.1", headers=legacy), NOW)
+    other = [("x-ssl-client-verify", "SUCCESS"), ("x-ssl-client-s-dn", "CN=evil.example,O=Efi")]
+    with pytest.raises(ForbiddenPeer, match="allowed_cns"):
+        strict.verify(request(peer="127.0.0.1", headers=other), NOW)
+
+
+def test_proxy_forwarded_certificate_is_reverified_against_the_source_ca(pki: Pki) -> None:
+    both = proxied(mtls_ca_file=str(pki.ca_file))
+    good = [*PROXY_OK, ("x-ssl-client-cert", quote(pki.client.pem.decode()))]
+    both.verify(request(peer="127.0.0.1", headers=good), utc_now())
+    bad = [*PROXY_OK, ("x-ssl-client-cert", quote(pki.foreign_client.pem.decode()))]
+    with pytest.raises(ForbiddenPeer):
+        both.verify(request(peer="127.0.0.1", headers=bad), utc_now())
+    with pytest.raises(MalformedHeader):
+        both.verify(
+            request(peer="127.0.0.1", headers=[*PROXY_OK, ("x-ssl-client-cert", "x")]), utc_now()
+        )
+
+
+def test_header_names_are_configurable() -> None:
+    custom = proxied(client_verify_header="X-Client-Verify", client_subject_header="X-Client-DN")
+    headers = [("x-client-verify", "SUCCESS"), ("x-client-dn", "CN=webhook.efipay.com.br")]
+    custom.verify(request(peer="127.0.0.1", headers=headers), NOW)
+    with pytest.raises(ForbiddenPeer):
+        custom.verify(request(peer="127.0.0.1", headers=PROXY_OK), NOW)
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"hmac_token": None}, "needs mtls_ca_file"),
+        ({"confirm": True}, "confirm = true needs"),
+        ({"keys": "pix@loja"}, "keys must be a list"),
+        ({"allow_ips": ["not-an-ip"]}, "allow_ips"),
+        ({"mtls_ca_file": "/nonexistent/ca.pem"}, "cannot load"),
+        ({"confirm": "yes"}, "true or false"),
+    ],
+)
+def test_bad_configuration_is_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        provider(**options)
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def parse(body: bytes, **options: Any) -> list[ParsedEvent]:
+    return list(provider(**options).parse(request(body)))
+
+
+def test_every_pix_of_a_delivery_is_its_own_paid_event() -> None:
+    events = parse(delivery(pix(E2E_1, txid=TXID_1), pix(E2E_2, txid=TXID_2, valor="0.29")))
+    assert [(e.dedup_key, e.kind, e.object_id, e.amount) for e in events] == [
+        (E2E_1, Kind.PAYMENT_PAID, TXID_1, 11000),
+        (E2E_2, Kind.PAYMENT_PAID, TXID_2, 29),
+    ]
+    first = events[0]
+    assert first.currency == "BRL" and first.reference == TXID_1 and not first.thin
+    assert first.occurred_at == datetime(2020, 9, 9, 20, 15, 0, 358000, tzinfo=UTC)
+    assert first.data["settlement_id"] == E2E_1 and first.data["chave"] == CHAVE
+
+
+def test_confirmation_makes_paid_items_thin_but_not_refunds() -> None:
+    events = parse(delivery(pix(devolucoes=[refund()])), confirm=True, **api_options("http://x"))
+    assert [e.thin for e in events] == [True, False]
+
+
+def test_a_pix_without_txid_is_its_own_payment() -> None:
+    (event,) = parse(delivery(pix(txid=None)))
+    assert event.object_id == E2E_1 and event.reference is None
+
+
+@pytest.mark.parametrize(
+    "e2eid",
+    [
+        "E1234567820200909122kkkkkkkkkkkk",  # minute digit stolen: 31 structured chars
+        "D12345678202009091221kkkkkkkkkkk",  # a return id, not an end-to-end id
+        "E12345678202013091221kkkkkkkkkkk",  # month 13
+        "E12345678202009091261kkkkkkkkkkk",  # minute 61
+        "E12345678202009091221kkkkkkkkkk",  # 31 chars
+        "E12345678202009091221kkkkkkkkkk-",
+        "",
+    ],
+)
+def test_malformed_end_to_end_id_fails_the_delivery(e2eid: str) -> None:
+    with pytest.raises(ParseError, match="EndToEndId"):
+        parse(delivery(pix(), pix(e2eid)))
+
+
+@pytest.mark.parametrize("valor", ["110", "110.0", "1.005", "-1.00", "1e3", 110.0, "\uff11.00"])
+def test_valor_must_be_a_two_decimal_string(valor: Any) -> None:
+    with pytest.raises(ParseError, match="valor"):
+        parse(delivery(pix(valor=valor)))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"[]", b'{"pix": []}', b'{"pix": {}}', b'{"pix": [1]}', b'{"other": 1}'],
+)
+def test_bodies_that_are_not_pix_callbacks_fail(body: bytes) -> None:
+    with pytest.raises(ParseError):
+        parse(body)
+
+
+def test_amounts_convert_exactly() -> None:
+    for valor, minor in [
+        ("0.01", 1),
+        ("0.29", 29),
+        ("19.99", 1999),
+        ("9999999999.99", 999999999999),
+    ]:
+        (event,) = parse(delivery(pix(valor=valor)))
+        assert event.amount == minor
+
+
+def test_devolucoes_are_events_of_the_same_payment() -> None:
+    refunds = [
+        refund(RTR_1, "10.00", "DEVOLVIDO"),
+        refund(RTR_2, "5.00", "EM_PROCESSAMENTO"),
+        refund("D12345678202009091223abcdf098767", "1.00", "NAO_REALIZADO"),
+    ]
+    paid, *rest = parse(delivery(pix(devolucoes=refunds)))
+    assert [(e.dedup_key, e.kind, e.amount, e.object_id) for e in rest] == [
+        (f"{RTR_1}:DEVOLVIDO", Kind.PAYMENT_PARTIALLY_REFUNDED, 1000, TXID_1),
+        (f"{RTR_2}:EM_PROCESSAMENTO", Kind.OTHER, 500, TXID_1),
+        ("D12345678202009091223abcdf098767:NAO_REALIZADO", Kind.OTHER, 100, TXID_1),
+    ]
+    assert "settlement_id" not in rest[0].data and rest[0].data["rtr_id"] == RTR_1
+    assert paid.dedup_key == E2E_1  # the re-sent Pix item: a duplicate at the store
+
+
+def test_refund_status_change_is_a_new_event() -> None:
+    before = parse(delivery(pix(devolucoes=[refund(status="EM_PROCESSAMENTO")])))
+    after = parse(delivery(pix(devolucoes=[refund(status="DEVOLVIDO")])))
+    assert before[1].dedup_key != after[1].dedup_key
+    assert before[0].dedup_key == after[0].dedup_key
+
+
+@pytest.mark.parametrize(
+    "bad", [{"rtrId": "E12345678202009091221abcdf098765"}, {"rtrId": "D1"}, {"status": None}]
+)
+def test_malformed_devolucao_fails(bad: dict[str, Any]) -> None:
+    with pytest.raises(ParseError):
+        parse(delivery(pix(devolucoes=[{**refund(), **bad}])))
+
+
+def test_a_pix_to_someone_elses_chave_never_becomes_a_payment() -> None:
+    events = parse(delivery(pix(chave="outra@chave.example", devolucoes=[refund()]), pix(E2E_2)))
+    rejected, refund_event, ours = events
+    assert rejected.kind is Kind.OTHER and rejected.data["rejected"] == "chave not ours"
+    assert "settlement_id" not in rejected.data
+    assert refund_event.kind is Kind.OTHER and refund_event.data["rejected"] == "chave not ours"
+    assert ours.kind is Kind.PAYMENT_PAID
+    (missing,) = parse(delivery(pix(chave=None)))
+    assert missing.kind is Kind.OTHER and missing.data["rejected"] == "chave missing"
+
+
+def test_without_keys_the_chave_check_is_off() -> None:
+    (event,) = parse(delivery(pix(chave="anything")), keys=[])
+    assert event.kind is Kind.PAYMENT_PAID
+
+
+# -- simulate -----------------------------------------------------------------------------------
+
+
+def test_sign_produces_what_efi_sends_in_hmac_mode() -> None:
+    adapter = provider(allow_ips=["127.0.0.1"])
+    signed = adapter.sign(b'{"pix": []}', NOW)
+    assert signed.query == f"hmac={TOKEN}&ignorar=/pix" and signed.path_suffix == ""
+    adapter.verify(request(signed.body, query=signed.query, peer="127.0.0.1"), NOW)
+
+
+def test_sign_in_proxy_mode_adds_the_proxy_headers() -> None:
+    adapter = proxied(allowed_cns=["webhook-h.efipay.com.br"])
+    signed = adapter.sign(b"{}", NOW)
+    assert signed.path_suffix == "/pix"
+    adapter.verify(request(peer="127.0.0.1", headers=list(signed.headers.items())), NOW)
+
+
+def test_plain_mtls_cannot_be_simulated(pki: Pki) -> None:
+    with pytest.raises(ConfigError, match="cannot be simulated"):
+        mtls(pki).sign(b"{}", NOW)
+
+
+def test_sample_lifecycle_is_realistic_and_converges() -> None:
+    adapter = provider()
+    rng = random.Random(3)
+    for index in range(20):
+        payment = SamplePayment(
+            f"sim_ab12cd34_{index:05d}", f"order-{index}", 1000 + index, refund=True
+        )
+        bodies = adapter.sample_lifecycle(payment, NOW, rng)
+        events = {e.dedup_key: e for body in bodies for e in adapter.parse(request(body))}
+        txid = sample_txid(payment.object_id)
+        assert 26 <= len(txid) <= 35 and txid.isalnum()
+        paid = [e for e in events.values() if e.kind is Kind.PAYMENT_PAID]
+        refunds = [e for e in events.values() if e.kind is Kind.PAYMENT_PARTIALLY_REFUNDED]
+        assert len(paid) == 1 and paid[0].object_id == txid and paid[0].amount == payment.amount
+        assert E2E_ID.fullmatch(paid[0].dedup_key)
+        assert all(RTR_ID.fullmatch(e.data["rtr_id"]) for e in refunds)
+        assert sum(e.amount or 0 for e in refunds) == payment.amount
+        assert {e.object_id for e in events.values()} == {txid}
+
+
+# -- confirmation against the fake PSP -------------------------------------------------------
+
+
+def api_options(url: str) -> dict[str, Any]:
+    return {"api_base_url": url, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+
+
+@dataclass
+class Psp:
+    fake: FakePsp
+    url: str
+    http: httpx.AsyncClient
+
+
+@pytest.fixture
+async def psp() -> AsyncIterator[Psp]:
+    fake = FakePsp(CLIENT_ID, CLIENT_SECRET)
+    async with live_server(fake.app(), lifespan="off") as url, httpx.AsyncClient() as http:
+        yield Psp(fake, url, http)
+
+
+def confirming(psp: Psp, **options: Any) -> PixProvider:
+    return provider(confirm=True, **api_options(psp.url), **options)
+
+
+async def test_confirmed_pix_becomes_a_paid_event(psp: Psp) -> None:
+    body = delivery(pix(E2E_1), pix(E2E_2, txid=TXID_2, valor="0.29"))
+    psp.fake.add_delivery(body)
+    adapter = confirming(psp)
+    thin = adapter.parse(request(body))
+    confirmed = [await adapter.enrich(event, psp.http) for event in thin]
+    assert all(not e.thin and e.data["confirmed"] is True for e in confirmed)
+    assert [(e.dedup_key, e.amount, e.object_id) for e in confirmed] == [
+        (E2E_1, 11000, TXID_1),
+        (E2E_2, 29, TXID_2),
+    ]
+    assert psp.fake.token_fetches == 1  # one token, cached, for both confirmations
+    for _ in range(3):
+        await adapter.enrich(thin[0], psp.http)
+    assert psp.fake.token_fetches == 1
+    assert [entry for entry in psp.fake.log if entry[0] == "GET"] == [
+        ("GET", f"/v2/pix/{E2E_1}", 200),
+        ("GET", f"/v2/pix/{E2E_2}", 200),
+    ] + [("GET", f"/v2/pix/{E2E_1}", 200)] * 3
+
+
+async def test_a_non_thin_event_is_not_confirmed_again(psp: Psp) -> None:
+    event = ParsedEvent(dedup_key="x", kind=Kind.PAYMENT_PAID, type="pix", object_id="t")
+    assert await confirming(psp).enrich(event, psp.http) is event
+    assert psp.fake.log == []
+
+
+async def test_pix_unknown_to_the_psp_is_retried(psp: Psp) -> None:
+    (event,) = confirming(psp).parse(request(delivery(pix())))
+    with pytest.raises(GatewayError, match="does not know"):
+        await confirming(psp).enrich(event, psp.http)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "reason"),
+    [
+        (pix(valor="1.10"), "valor 1.10 at the PSP, 110.00 in the webhook"),
+        (pix(chave="outra@chave.example"), "chave not ours"),
+        (pix(txid="outrotxid0000000000000000000"), "txid"),
+    ],
+)
+async def test_mismatch_with_the_psp_is_never_paid(
+    psp: Psp, recorded: dict[str, Any], reason: str
+) -> None:
+    psp.fake.add_pix(recorded)
+    (event,) = confirming(psp).parse(request(delivery(pix())))
+    with pytest.raises(NonRetryable, match=reason):
+        await confirming(psp).enrich(event, psp.http)
+
+
+async def test_psp_answering_for_another_pix_is_refused(psp: Psp) -> None:
+    psp.fake.pix[E2E_1] = pix(E2E_2)
+    (event,) = confirming(psp).parse(request(delivery(pix())))
+    with pytest.raises(NonRetryable, match="answered for endToEndId"):
+        await confirming(psp).enrich(event, psp.http)
+
+
+async def test_token_is_refetched_once_when_revoked(psp: Psp) -> None:
+    psp.fake.add_delivery(delivery(pix()))
+    adapter = confirming(psp)
+    (event,) = adapter.parse(request(delivery(pix())))
+    await adapter.enrich(event, psp.http)
+    psp.fake.revoke_tokens()
+    await adapter.enrich(event, psp.http)
+    assert psp.fake.token_fetches == 2
+
+
+async def test_token_expiry_is_honoured(psp: Psp) -> None:
+    psp.fake.token_seconds = 0  # expires at once: every call fetches a new one
+    psp.fake.add_delivery(delivery(pix()))
+    adapter = confirming(psp)
+    (event,) = adapter.parse(request(delivery(pix())))
+    for _ in range(3):
+        await adapter.enrich(event, psp.http)
+    assert psp.fake.token_fetches == 3
+
+
+async def test_wrong_client_credentials_are_a_gateway_error(psp: Psp) -> None:
+    adapter = provider(confirm=True, **{**api_options(psp.url), "client_secret": "wrong"})
+    (event,) = adapter.parse(request(delivery(pix())))
+    with pytest.raises(GatewayError, match="oauth/token: HTTP 401"):
+        await adapter.enrich(event, psp.http)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        ("ATIVA", Kind.PAYMENT_CREATED),
+        ("CONCLUIDA", Kind.PAYMENT_PAID),
+        ("REMOVIDA_PELO_USUARIO_RECEBEDOR", Kind.PAYMENT_CANCELED),
+        ("REMOVIDA_PELO_PSP", Kind.PAYMENT_CANCELED),
+    ],
+)
+async def test_fetch_status_maps_the_cob(psp: Psp, status: str, kind: Kind) -> None:
+    paid = [pix()] if status == "CONCLUIDA" else []
+    psp.fake.cobs[TXID_1] = {
+        "txid": TXID_1,
+        "status": status,
+        "chave": CHAVE,
+        "valor": {"original": "110.00"},
+        "calendario": {"criacao": "2020-09-09T20:00:00Z", "expiracao": 3600},
+        "pix": paid,
+    }
+    event = await confirming(psp).fetch_status(TXID_1, psp.http)
+    assert event is not None
+    assert (event.dedup_key, event.kind, event.amount) == (
+        f"reconcile:{TXID_1}:{status}",
+        kind,
+        11000,
+    )
+    assert "settlement_id" not in event.data
+    assert event.data["pix"] == ([E2E_1] if paid else [])
+    with pytest.raises(GatewayError):
+        await confirming(psp).fetch_status("unknowncob0000000000000000000", psp.http)
+
+
+async def test_fetch_status_without_api_is_none() -> None:
+    async with httpx.AsyncClient() as http:
+        assert await provider().fetch_status(TXID_1, http) is None
+
+
+async def test_psp_api_over_mtls_with_our_client_certificate(pki: Pki, tmp_path: Path) -> None:
+    """Efí's API wants our own client certificate: the dedicated client presents it."""
+    server_cert, server_key = issue(pki.efi, "pix.api.test", server=True).write(tmp_path, "srv")
+    ours = issue(pki.efi, "loja-client")
+    client_cert, client_key = ours.write(tmp_path, "client")
+    fake = FakePsp(CLIENT_ID, CLIENT_SECRET)
+    fake.add_delivery(delivery(pix()))
+    tls = {
+        "ssl_certfile": str(server_cert),
+        "ssl_keyfile": str(server_key),
+        "ssl_cert_reqs": ssl.CERT_REQUIRED,
+        "ssl_ca_certs": str(pki.ca_file),
+    }
+    async with live_server(fake.app(), lifespan="off", **tls) as url, httpx.AsyncClient() as http:
+        options = {"client_cert_file": str(client_cert), "client_key_file": str(client_key)}
+        adapter = provider(
+            confirm=True, **api_options(url), api_ca_file=str(pki.ca_file), **options
+        )
+        (event,) = adapter.parse(request(delivery(pix())))
+        try:
+            assert (await adapter.enrich(event, http)).data["confirmed"] is True
+        finally:
+            await adapter.aclose()
+        without = provider(confirm=True, **api_options(url), api_ca_file=str(pki.ca_file))
+        try:
+            with pytest.raises(GatewayError):  # no client certificate: the PSP refuses us
+                await without.enrich(event, http)
+        finally:
+            await without.aclose()
