@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import uvicorn
@@ -42,3 +44,24 @@ async def live_server(app: Any, **options: Any) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
+
+
+@contextmanager
+def live_server_thread(app: Any, **options: Any) -> Iterator[str]:
+    """`live_server` for synchronous tests: uvicorn runs `app` in a thread of its own."""
+    port = free_port()
+    settings: dict[str, Any] = {"log_level": "warning", "access_log": False, **options}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **settings))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started or not thread.is_alive():
+            break
+        time.sleep(0.01)
+    if not server.started:
+        raise RuntimeError("uvicorn did not start")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

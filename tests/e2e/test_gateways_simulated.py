@@ -9,18 +9,29 @@ distinct event applied exactly once.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from porteiro.config import load_config
+from porteiro.providers.base import build_provider
+from porteiro.simulate import build_plan
 from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
+from tests.fakes.mercadopago import FakeMercadoPago, payment
+from tests.live_server import live_server_thread
 
 pytestmark = pytest.mark.slow
 
+MP_TOKEN = "TEST-e2e-access-token"
 REPO = Path(__file__).resolve().parents[2]
 DEV_KEYS = REPO / "examples" / "dev-keys"
 
@@ -34,6 +45,12 @@ secrets = ["44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"]
 [sources.standard]
 provider = "standard"
 secrets = ["whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"]
+""",
+    "mercadopago": f"""
+[sources.mercadopago]
+provider = "mercadopago"
+secrets = ["mp-e2e-webhook-secret"]
+api_key = "{MP_TOKEN}"
 """,
     "pagarme": f"""
 [sources.pagarme]
@@ -58,7 +75,10 @@ secrets = ["whsec_dev_stripe_0123456789abcdef"]
 }
 
 
-def write_config(directory: Path, source: str) -> Path:
+SEED, COUNT = 7, 6
+
+
+def write_config(directory: Path, source: str, extra: str = "") -> Path:
     path = directory / "porteiro.toml"
     path.write_text(
         f"""
@@ -70,10 +90,30 @@ token = "{ADMIN_TOKEN}"
 
 [worker]
 poll_interval_seconds = 0.1
-{SOURCES[source]}
+{SOURCES[source]}{extra}
 """
     )
     return path
+
+
+@contextmanager
+def mercadopago_api(config: Path) -> Iterator[str]:
+    """The fake payments API, already knowing the final (refunded) state of every payment
+    the seeded `simulate` run will notify about: Mercado Pago's notifications are thin."""
+    source = load_config(config, {}).sources["mercadopago"]
+    plan = build_plan(
+        build_provider(source), count=COUNT, duplicates=0, shuffle=False, refunds=1.0,
+        now=datetime.now(UTC), rng=random.Random(SEED),
+    )  # fmt: skip
+    fake = FakeMercadoPago(MP_TOKEN)
+    for sample in plan.payments:
+        value = Decimal(sample.amount) / 100
+        fake.payments[sample.object_id] = payment(
+            sample.object_id, status="refunded", status_detail="refunded", amount=value,
+            refunded=value, reference=sample.reference,
+        )  # fmt: skip
+    with live_server_thread(fake.app(), lifespan="off") as url:
+        yield url
 
 
 def admin_get(base: str, path: str, **params: Any) -> Any:
@@ -110,12 +150,20 @@ def wait_processed(base: str, source: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_simulated_lifecycles_converge(source: str, tmp_path: Path) -> None:
     config = write_config(tmp_path, source)
+    with ExitStack() as stack:
+        if source == "mercadopago":
+            api = stack.enter_context(mercadopago_api(config))
+            config = write_config(tmp_path, source, f'api_base_url = "{api}"\n')
+        simulate_and_check(source, config, tmp_path)
+
+
+def simulate_and_check(source: str, config: Path, tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with serving(config, port, tmp_path / "serve.log"):
         output = run_porteiro(
-            config, "simulate", source, "--url", base, "--count", "6", "--lifecycle",
-            "--duplicates", "3", "--shuffle", "--concurrency", "8", "--seed", "7",
+            config, "simulate", source, "--url", base, "--count", str(COUNT), "--lifecycle",
+            "--duplicates", "3", "--shuffle", "--concurrency", "8", "--seed", str(SEED),
         )  # fmt: skip
         assert "5xx 0" in output and "4xx 0" in output
         events = wait_processed(base, source)
@@ -123,7 +171,7 @@ def test_simulated_lifecycles_converge(source: str, tmp_path: Path) -> None:
         # resent with its devoluções) is seen 4k times: 4k - 1 duplicates.
         assert all(e["duplicates"] % 4 == 3 for e in events), [e["duplicates"] for e in events]
         object_ids = {e["object_id"] for e in events if e["object_id"]}
-        assert len(object_ids) == 6
+        assert len(object_ids) == COUNT
         for object_id in sorted(object_ids):
             payment = admin_get(base, f"/api/payments/{source}/{object_id}")
             assert payment["state"] == "refunded", payment

@@ -116,4 +116,4 @@ def build_provider(source: SourceConfig) -> Provider:
 
 def _load_builtin() -> None:
     # Imported lazily so that importing the interface never drags every adapter in.
-    from porteiro.providers import adyen, pagarme, pix, standard, stripe  # noqa: F401
+    from porteiro.providers import adyen, mercadopago, pagarme, pix, standard, stripe  # noqa: F401
