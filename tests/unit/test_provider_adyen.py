@@ -36,6 +36,7 @@ from porteiro.providers.adyen import (
     signing_string,
 )
 from porteiro.providers.base import SamplePayment, build_provider
+from tests.providers_support import inbound
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
@@ -73,16 +74,7 @@ def adapter(*secrets: str, **options: Any) -> AdyenProvider:
 
 
 def request(body: bytes, headers: Mapping[str, str] | None = None) -> InboundRequest:
-    return InboundRequest(
-        source="adyen",
-        method="POST",
-        path="/webhooks/adyen",
-        query="",
-        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=NOW,
-    )
+    return inbound("adyen", body, headers, received_at=NOW)
 
 
 def item(code: str = "AUTHORISATION", success: str = "true", **fields: Any) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from porteiro.providers.mercadopago import (
 from porteiro.store.rows import initial_status
 from tests.fakes.mercadopago import FakeMercadoPago, payment
 from tests.live_server import free_port, live_server
+from tests.providers_support import inbound
 
 NOW = datetime(2025, 3, 20, 21, 20, 38, tzinfo=UTC)
 TS = str(int(NOW.timestamp()))
@@ -91,16 +92,7 @@ def adapter(*secrets: str, **fields: Any) -> MercadoPagoProvider:
 def request(
     body: bytes = b"", headers: Mapping[str, str] | None = None, query: str = ""
 ) -> InboundRequest:
-    return InboundRequest(
-        source="mp",
-        method="POST",
-        path="/webhooks/mp",
-        query=query,
-        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=NOW,
-    )
+    return inbound("mp", body, headers, received_at=NOW, query=query)
 
 
 def digest(secret: str, text: str) -> str:

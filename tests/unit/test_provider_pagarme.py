@@ -51,6 +51,7 @@ from porteiro.providers.pagarme import (
     parse_hub_header,
 )
 from tests.live_server import free_port, live_server
+from tests.providers_support import inbound
 
 NOW = datetime(2024, 11, 28, 16, 40, tzinfo=UTC)
 KID = "kid-2025"
@@ -129,16 +130,7 @@ def source(keys: Keys | None = None, **options: Any) -> SourceConfig:
 
 
 def request(body: bytes, headers: Mapping[str, str] | None = None) -> InboundRequest:
-    return InboundRequest(
-        source="pagarme",
-        method="POST",
-        path="/webhooks/pagarme",
-        query="",
-        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=NOW,
-    )
+    return inbound("pagarme", body, headers, received_at=NOW)
 
 
 def rs256(key: rsa.RSAPrivateKey, body: bytes, kid: str = KID, *, padded: bool = False) -> str:

@@ -26,13 +26,14 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers.fields import parse_rfc3339
 from porteiro.providers.standard import (
     StandardProvider,
     decode_secret,
     event_body,
-    parse_rfc3339,
     sign_headers,
 )
+from tests.providers_support import inbound
 
 # The Standard Webhooks test vector (PROVIDERS.md §6).
 GOLDEN_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -67,16 +68,7 @@ def provider(*secrets: str, tolerance: int = 300) -> StandardProvider:
 
 
 def request(headers: Mapping[str, str], body: bytes) -> InboundRequest:
-    return InboundRequest(
-        source="std",
-        method="POST",
-        path="/webhooks/std",
-        query="",
-        headers=[(key.lower(), value) for key, value in headers.items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=GOLDEN_NOW,
-    )
+    return inbound("std", body, headers, received_at=GOLDEN_NOW)
 
 
 def golden_headers(**override: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from porteiro.providers.base import SamplePayment, build_provider
 from porteiro.providers.stripe import StripeProvider, parse_signature_header
 from tests.fakes.stripe import FakeStripe
 from tests.live_server import free_port, live_server
+from tests.providers_support import inbound
 
 SECRET = "whsec_test_secret"  # the SDK's own test secret
 OLD_SECRET = "whsec_old_0123456789abcdefABCDEF"
@@ -82,16 +83,7 @@ def adapter(*secrets: str, **fields: Any) -> StripeProvider:
 
 
 def request(body: bytes, headers: Mapping[str, str] | None = None) -> InboundRequest:
-    return InboundRequest(
-        source="stripe",
-        method="POST",
-        path="/webhooks/stripe",
-        query="",
-        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=NOW,
-    )
+    return inbound("stripe", body, headers, received_at=NOW)
 
 
 def body_of(payload: Mapping[str, Any]) -> bytes:

@@ -43,9 +43,8 @@ from porteiro.errors import (
     SignatureMismatch,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers import signing
+from porteiro.providers import fields, signing
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
-from porteiro.providers.standard import parse_rfc3339
 
 SIGNATURE_HEADER = "x-signature"
 REQUEST_ID_HEADER = "x-request-id"
@@ -256,6 +255,7 @@ def payment_kind(status: str, detail: str | None, amount: int | None, refunded: 
 
 def to_minor(value: object, exponent: int, *, field: str) -> int:
     """A decimal amount in major units as an exact integer of minor units."""
+    # Not pix_payload.minor_units: JSON numbers, any exponent, and NonRetryable (an API read).
     if isinstance(value, bool) or not isinstance(value, int | Decimal | str):
         raise NonRetryable(f"{field} is not a number")
     try:
@@ -289,7 +289,7 @@ def payment_event(
     when = resource.get("date_approved") if kind is Kind.PAYMENT_PAID else None
     when = when or resource.get("date_last_updated") or resource.get("date_created")
     try:
-        occurred = None if when is None else parse_rfc3339(when, field="date_last_updated")
+        occurred = fields.opt_rfc3339(when, field="date_last_updated")
     except ParseError as exc:
         raise GatewayError(f"mercadopago payment {object_id}: {exc}") from None
     details = {key: _opt_text(resource, key) for key in ("payment_method_id", "payment_type_id")}
@@ -369,15 +369,7 @@ def _ipn_event(
 
 
 def _load_body(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
-    return body
+    return fields.load_object(raw) if raw.strip() else {}  # IPN may come with no body
 
 
 def _id_text(value: object) -> str | None:
@@ -388,6 +380,8 @@ def _id_text(value: object) -> str | None:
 
 
 def _opt_text(body: Mapping[str, Any], key: str) -> str | None:
+    # Lenient, unlike fields.opt_str (non-strings are None, text trimmed): hints and API
+    # extras must not fail a delivery or a read.
     value = body.get(key)
     if not isinstance(value, str):
         return None
@@ -397,7 +391,7 @@ def _opt_text(body: Mapping[str, Any], key: str) -> str | None:
 def _lenient_time(value: object) -> datetime | None:
     # Only informative on a thin event (enrich replaces it): never fail the delivery on it.
     try:
-        return parse_rfc3339(value, field="date_created")
+        return fields.parse_rfc3339(value, field="date_created")
     except ParseError:
         return None
 

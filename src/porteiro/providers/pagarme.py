@@ -48,10 +48,9 @@ from porteiro.errors import (
     UnknownKey,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers import signing
+from porteiro.providers import fields, signing
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 from porteiro.providers.jwks import JwksCache
-from porteiro.providers.standard import parse_rfc3339
 
 ASYMMETRIC_HEADER = "x-webhook-asymmetric-signature"
 HUB_HEADER = "x-hub-signature"
@@ -99,14 +98,14 @@ _ID_ALPHABET = string.ascii_letters + string.digits
 
 def parse_asymmetric_header(value: str) -> tuple[str, bytes]:
     """(kid, signature) of an `alg=RS256; kid=...; signature=...` header."""
-    fields = signing.parse_unique_pairs(value, separator=";")
-    missing = [key for key in ("alg", "kid", "signature") if not fields.get(key)]
+    params = signing.parse_unique_pairs(value, separator=";")
+    missing = [key for key in ("alg", "kid", "signature") if not params.get(key)]
     if missing:
         raise MalformedHeader(f"{ASYMMETRIC_HEADER} lacks {', '.join(missing)}")
-    if fields["alg"].upper() != "RS256":
+    if params["alg"].upper() != "RS256":
         raise MalformedHeader(f"{ASYMMETRIC_HEADER}: unsupported alg (only RS256)")
-    raw = signing.decode_base64(fields["signature"], what="signature", urlsafe=True)
-    return fields["kid"], raw
+    raw = signing.decode_base64(params["signature"], what="signature", urlsafe=True)
+    return params["kid"], raw
 
 
 def parse_hub_header(value: str) -> tuple[str, bytes]:
@@ -285,18 +284,12 @@ def _load_body(raw: bytes) -> dict[str, Any]:
             return dict(parse_qsl(text, keep_blank_values=True, strict_parsing=True))
         except ValueError:
             raise ParseError("body is neither JSON nor form-encoded") from None
-    try:
-        body = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
-    return body
+    return fields.load_object(text)
 
 
 def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
-    hook_id = _str(body, "id", "id")
-    event_type = _str(body, "type", "type")
+    hook_id = fields.req_str(body, "id")
+    event_type = fields.req_str(body, "type")
     data = body.get("data")
     if not isinstance(data, dict):
         raise ParseError("data must be a JSON object")
@@ -304,20 +297,20 @@ def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
     is_charge = event_type.startswith("charge.")
     order = data.get("order") if is_charge else None
     order = order if isinstance(order, dict) else {}
-    object_id = _opt_str(order, "id", "data.order.id") or _opt_str(data, "id", "data.id")
+    object_id = _order_first(order, data, "id")
     if object_id is None and kind is not Kind.OTHER:
         raise ParseError(f"{event_type}: data.id is required")
-    amount = _opt_int(data, "amount", "data.amount")
+    amount = fields.opt_int(data, "amount", where="data")
     refunded_total: int | None = None
     if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
-        refunded_total = _opt_int(data, "canceled_amount", "data.canceled_amount")
+        refunded_total = fields.opt_int(data, "canceled_amount", where="data")
         if refunded_total is None and kind is Kind.PAYMENT_REFUNDED:
             refunded_total = amount  # fully refunded: everything charged came back
         last = data.get("last_transaction")
         last = last if isinstance(last, dict) else {}
-        amount = _opt_int(last, "amount", "data.last_transaction.amount")
+        amount = fields.opt_int(last, "amount", where="data.last_transaction")
     created = body.get("created_at")
-    currency = _opt_str(data, "currency", "data.currency")
+    currency = fields.opt_str(data, "currency", where="data")
     account = body.get("account")
     details = {
         "status": data.get("status"),
@@ -331,20 +324,25 @@ def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
         kind=kind,
         type=event_type,
         object_id=object_id,
-        reference=_opt_str(order, "code", "data.order.code") or _opt_str(data, "code", "data.code"),
+        reference=_order_first(order, data, "code"),
         amount=amount,
         currency=currency.upper() if currency else None,
-        occurred_at=None if created is None else parse_rfc3339(created, field="created_at"),
+        occurred_at=fields.opt_rfc3339(created, field="created_at"),
         refunded_total=refunded_total,
         data={key: value for key, value in details.items() if isinstance(value, str)},
     )
 
 
+def _order_first(order: Mapping[str, Any], data: Mapping[str, Any], key: str) -> str | None:
+    """`key` of the charge's order when the event names one, else of `data` itself."""
+    return fields.opt_str(order, key, where="data.order") or fields.opt_str(data, key, where="data")
+
+
 def _amount_mismatch(event_type: str, data: Mapping[str, Any]) -> str | None:
     if event_type not in AMOUNT_MISMATCH:
         return None
-    paid = _opt_int(data, "paid_amount", "data.paid_amount")
-    due = _opt_int(data, "amount", "data.amount")
+    paid = fields.opt_int(data, "paid_amount", where="data")
+    due = fields.opt_int(data, "amount", where="data")
     return f"{event_type.removeprefix('charge.')}: paid {paid} of {due}"
 
 
@@ -352,7 +350,7 @@ def _legacy_event(body: Mapping[str, Any]) -> ParsedEvent:
     transaction_id = body.get("id")
     if isinstance(transaction_id, bool) or not isinstance(transaction_id, int | str):
         raise ParseError("legacy postback: id must be a number or a string")
-    status = _str(body, "current_status", "current_status")
+    status = fields.req_str(body, "current_status")
     event = body.get("event")
     return ParsedEvent(
         dedup_key=f"{transaction_id}:{status}",
@@ -367,10 +365,10 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
     status = str(resource["status"])
     updated = resource.get("updated_at")
     try:
-        occurred = None if updated is None else parse_rfc3339(updated, field="updated_at")
-        amount = _opt_int(resource, "amount", "amount")
-        currency = _opt_str(resource, "currency", "currency")
-        reference = _opt_str(resource, "code", "code")
+        occurred = fields.opt_rfc3339(updated, field="updated_at")
+        amount = fields.opt_int(resource, "amount")
+        currency = fields.opt_str(resource, "currency")
+        reference = fields.opt_str(resource, "code")
     except ParseError as exc:
         raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
     return ParsedEvent(
@@ -384,31 +382,6 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
         occurred_at=occurred,
         data={"origin": "reconcile"},
     )
-
-
-def _str(body: Mapping[str, Any], key: str, where: str) -> str:
-    value = _opt_str(body, key, where)
-    if value is None:
-        raise ParseError(f"{where} must be a non-empty string")
-    return value
-
-
-def _opt_str(body: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ParseError(f"{where} must be a string")
-    return value or None
-
-
-def _opt_int(body: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParseError(f"{where} must be a non-negative integer (minor units)")
-    return value
 
 
 # -- samples ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError, NonRetryable, ParseError
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.observability import logger
-from porteiro.providers import pix_auth, pix_samples
+from porteiro.providers import fields, pix_auth, pix_samples
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 from porteiro.providers.pix_api import PixApi, client_tls
 from porteiro.providers.pix_payload import (
@@ -42,7 +42,6 @@ from porteiro.providers.pix_payload import (
     paid_event,
     rejection_reason,
 )
-from porteiro.providers.standard import parse_rfc3339
 
 EFI_CLIENT_CN = "webhook.efipay.com.br"
 COB_KINDS: Mapping[str, Kind] = {
@@ -186,7 +185,7 @@ def cob_status_event(txid: str, cob: Mapping[str, Any]) -> ParsedEvent:
     moment = pix[-1].get("horario") if status == "CONCLUIDA" and pix else created
     try:
         amount = None if original is None else minor_units(original, where="valor.original")
-        occurred = None if moment is None else parse_rfc3339(moment, field="horario")
+        occurred = fields.opt_rfc3339(moment, field="horario")
     except ParseError as exc:
         raise GatewayError(f"cob {txid}: {exc}") from None
     e2eids = [item["endToEndId"] for item in pix if isinstance(item.get("endToEndId"), str)]

@@ -14,16 +14,14 @@ ignored by the worker, never paid. So are its devoluções.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from porteiro.errors import ParseError
 from porteiro.model import Kind, ParsedEvent
-from porteiro.providers.standard import parse_rfc3339
+from porteiro.providers import fields
 
 CURRENCY = "BRL"
 PAID_TYPE = "pix"
@@ -44,13 +42,7 @@ REFUND_KINDS: Mapping[str, Kind] = {
 
 def load_items(raw: bytes) -> list[Mapping[str, Any]]:
     """The `pix` array of a callback body."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
-    items = body.get("pix")
+    items = fields.load_object(raw).get("pix")
     if not isinstance(items, list) or not items:
         raise ParseError('body must carry a non-empty "pix" array')
     for index, item in enumerate(items):
@@ -96,8 +88,8 @@ def rejection_reason(item: Mapping[str, Any], keys: Collection[str]) -> str | No
 
 def paid_event(item: Mapping[str, Any], *, thin: bool, where: str = "pix") -> ParsedEvent:
     e2eid = end_to_end_id(item.get("endToEndId"), where=f"{where}.endToEndId")
-    txid = _opt_str(item, "txid", where)
-    chave = _opt_str(item, "chave", where)
+    txid = fields.opt_str(item, "txid", where=where)
+    chave = fields.opt_str(item, "chave", where=where)
     data: dict[str, Any] = {"settlement_id": e2eid, "end_to_end_id": e2eid}
     if chave is not None:
         data["chave"] = chave
@@ -111,7 +103,7 @@ def paid_event(item: Mapping[str, Any], *, thin: bool, where: str = "pix") -> Pa
         reference=txid,
         amount=minor_units(item.get("valor"), where=f"{where}.valor"),
         currency=CURRENCY,
-        occurred_at=_time(item.get("horario"), f"{where}.horario"),
+        occurred_at=fields.opt_rfc3339(item.get("horario"), field=f"{where}.horario"),
         thin=thin,
         data=data,
     )
@@ -124,9 +116,7 @@ def refund_event(paid: ParsedEvent, refund: Any, *, where: str) -> ParsedEvent:
     rtr_id = refund.get("rtrId")
     if not isinstance(rtr_id, str) or not RTR_ID.fullmatch(rtr_id):
         raise ParseError(f"{where}.rtrId must be a 32-character ReturnIdentification (D...)")
-    status = _opt_str(refund, "status", where)
-    if status is None:
-        raise ParseError(f"{where}.status is required")
+    status = fields.req_str(refund, "status", where=where, missing="is required")
     kind = REFUND_KINDS.get(status, Kind.OTHER)
     times = refund.get("horario")
     times = times if isinstance(times, dict) else {}
@@ -146,7 +136,7 @@ def refund_event(paid: ParsedEvent, refund: Any, *, where: str) -> ParsedEvent:
         reference=paid.reference,
         amount=minor_units(refund.get("valor"), where=f"{where}.valor"),
         currency=CURRENCY,
-        occurred_at=_time(moment, f"{where}.horario"),
+        occurred_at=fields.opt_rfc3339(moment, field=f"{where}.horario"),
         data={key: value for key, value in data.items() if isinstance(value, str)},
     )
 
@@ -161,6 +151,7 @@ def end_to_end_id(value: Any, *, where: str = "endToEndId") -> str:
 
 def minor_units(valor: Any, *, where: str = "valor") -> int:
     """`"110.00"` (reais, a decimal string) as 11000 centavos, exactly."""
+    # Not mercadopago.to_minor: the BCB format is a string with exactly two decimals.
     if not isinstance(valor, str) or not _VALOR.fullmatch(valor):
         raise ParseError(f"{where} must be a decimal string such as 110.00")
     try:
@@ -187,16 +178,3 @@ def _rejected(event: ParsedEvent, reason: str) -> ParsedEvent:
         # No settlement id: a rejected item is no money movement of ours.
         data={**{k: v for k, v in event.data.items() if k != "settlement_id"}, "rejected": reason},
     )
-
-
-def _time(value: Any, where: str) -> datetime | None:
-    return None if value is None else parse_rfc3339(value, field=where)
-
-
-def _opt_str(body: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ParseError(f"{where}.{key} must be a string")
-    return value or None

@@ -50,7 +50,7 @@ from porteiro.errors import (
     SignatureMismatch,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers import signing
+from porteiro.providers import fields, signing
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 
 ID_HEADER = "webhook-id"
@@ -59,9 +59,6 @@ SIGNATURE_HEADER = "webhook-signature"
 SECRET_PREFIX = "whsec_"
 
 _KINDS = {kind.value: kind for kind in Kind}
-_RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
-)
 _CURRENCY = re.compile(r"[A-Za-z]{3}")
 
 
@@ -104,22 +101,6 @@ def parse_signatures(value: str) -> list[bytes]:
     return found
 
 
-def parse_rfc3339(value: object, *, field: str) -> datetime:
-    """An RFC 3339 date-time with an offset; fractions beyond microseconds are cut."""
-    if not isinstance(value, str):
-        raise ParseError(f"{field} must be an RFC 3339 string")
-    match = _RFC3339.fullmatch(value.strip())
-    if match is None:
-        raise ParseError(f"{field} is not an RFC 3339 date-time with an offset")
-    date, time, fraction, offset = match.groups()
-    micro = f".{(fraction or '0')[:6]}"
-    offset = "+00:00" if offset in ("Z", "z") else offset
-    try:
-        return datetime.fromisoformat(f"{date}T{time}{micro}{offset}")
-    except ValueError:
-        raise ParseError(f"{field} is not a valid date-time") from None
-
-
 def event_body(event: ParsedEvent) -> dict[str, Any]:
     """The normalised JSON object for `event` (the inverse of `parse`)."""
     body: dict[str, Any] = {"id": event.dedup_key, "type": event.kind.value}
@@ -160,7 +141,7 @@ class StandardProvider:
         signing.verify_hmac(content + b"." + request.body, self._keys, signatures)
 
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
-        body = _load_object(request.body)
+        body = fields.load_object(request.body)
         return [_event(body, request.header(ID_HEADER))]
 
     def ack(self) -> Ack:
@@ -231,25 +212,15 @@ def _message_id(body: bytes) -> str:
     return "msg_" + hashlib.sha256(body).hexdigest()[:24]
 
 
-def _load_object(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
-    return body
-
-
 def _event(body: Mapping[str, Any], header_id: str | None) -> ParsedEvent:
     event_type = body.get("type")
     if not isinstance(event_type, str) or not event_type:
         raise ParseError("type must be a non-empty string")
     kind = _KINDS.get(event_type, Kind.OTHER)
-    dedup_key = _opt_str(body, "id") or (header_id.strip() if header_id else None)
+    dedup_key = fields.opt_str(body, "id") or (header_id.strip() if header_id else None)
     if not dedup_key:
         raise ParseError("no event id: neither the body's id nor a webhook-id header")
-    object_id = _opt_str(body, "object_id")
+    object_id = fields.opt_str(body, "object_id")
     if object_id is None and kind is not Kind.OTHER:
         raise ParseError(f"object_id is required for {kind.value}")
     occurred = body.get("occurred_at")
@@ -263,35 +234,17 @@ def _event(body: Mapping[str, Any], header_id: str | None) -> ParsedEvent:
         kind=kind,
         type=event_type,
         object_id=object_id,
-        reference=_opt_str(body, "reference"),
-        amount=_opt_amount(body, "amount"),
+        reference=fields.opt_str(body, "reference"),
+        amount=fields.opt_int(body, "amount"),
         currency=_opt_currency(body),
-        occurred_at=None if occurred is None else parse_rfc3339(occurred, field="occurred_at"),
-        refunded_total=_opt_amount(body, "refunded_total"),
+        occurred_at=fields.opt_rfc3339(occurred, field="occurred_at"),
+        refunded_total=fields.opt_int(body, "refunded_total"),
         data=data,
     )
 
 
-def _opt_str(body: Mapping[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ParseError(f"{key} must be a string")
-    return value or None
-
-
-def _opt_amount(body: Mapping[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParseError(f"{key} must be a non-negative integer in minor units")
-    return value
-
-
 def _opt_currency(body: Mapping[str, Any]) -> str | None:
-    value = _opt_str(body, "currency")
+    value = fields.opt_str(body, "currency")
     if value is not None and not _CURRENCY.fullmatch(value):
         raise ParseError("currency must be a three-letter ISO 4217 code")
     return None if value is None else value.upper()

@@ -40,7 +40,7 @@ from porteiro.errors import (
     SignatureMismatch,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers import signing
+from porteiro.providers import fields, signing
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 
 SIGNATURE_HEADER = "stripe-signature"
@@ -134,7 +134,7 @@ class StripeProvider:
         signing.verify_hmac(f"{timestamp}.".encode() + request.body, self._keys, signatures)
 
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
-        return [_event(_load_body(request.body), self.reference_keys)]
+        return [_event(fields.load_object(request.body), self.reference_keys)]
 
     def ack(self) -> Ack:
         return Ack()
@@ -190,16 +190,6 @@ def _build(source: SourceConfig) -> Provider:
 # -- payloads ---------------------------------------------------------------------------
 
 
-def _load_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
-    return body
-
-
 def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEvent:
     if body.get("object") == "v2.core.event":
         raise ParseError(
@@ -208,8 +198,8 @@ def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEven
         )
     if body.get("object") != "event":
         raise ParseError('object must be "event" (a Stripe snapshot event)')
-    event_id = _str(body, "id", "id")
-    event_type = _str(body, "type", "type")
+    event_id = fields.req_str(body, "id")
+    event_type = fields.req_str(body, "type")
     data = body.get("data")
     obj = data.get("object") if isinstance(data, dict) else None
     if not isinstance(data, dict) or not isinstance(obj, dict):
@@ -220,11 +210,11 @@ def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEven
     object_id = _object_id(object_type, obj)
     if object_id is None and kind is not Kind.OTHER:
         raise ParseError(f"{event_type}: data.object has no id")
-    amount = _int(obj, "amount_total" if object_type == "checkout.session" else "amount")
+    amount = fields.opt_int(obj, "amount_total" if object_type == "checkout.session" else "amount")
     refunded_total = None
     if event_type == "charge.refunded":
-        refunded_total, amount = _int(obj, "amount_refunded"), None
-    currency = _opt_str(obj, "currency", "data.object.currency")
+        refunded_total, amount = fields.opt_int(obj, "amount_refunded"), None
+    currency = fields.opt_str(obj, "currency", where="data.object")
     details = {
         "object": object_type,
         "stripe_id": obj.get("id"),
@@ -255,7 +245,7 @@ def _kind(event_type: str, obj: Mapping[str, Any], previous: Mapping[str, Any]) 
     if event_type == "charge.dispute.closed":
         return DISPUTE_KINDS.get(str(status), Kind.OTHER)
     if event_type == "charge.refunded":
-        amount, refunded = _int(obj, "amount"), _int(obj, "amount_refunded")
+        amount, refunded = fields.opt_int(obj, "amount"), fields.opt_int(obj, "amount_refunded")
         if amount is None or refunded is None:
             raise ParseError("charge.refunded: data.object needs amount and amount_refunded")
         return Kind.PAYMENT_REFUNDED if refunded >= amount else Kind.PAYMENT_PARTIALLY_REFUNDED
@@ -280,7 +270,7 @@ def _object_type(event_type: str, obj: Mapping[str, Any]) -> str:
 
 def _object_id(object_type: str, obj: Mapping[str, Any]) -> str | None:
     """The PaymentIntent the object belongs to, else the most stable id it has."""
-    own = _opt_str(obj, "id", "data.object.id")
+    own = fields.opt_str(obj, "id", where="data.object")
     intent = _ref(obj, "payment_intent")
     if object_type in ("charge", "checkout.session"):
         return intent or own
@@ -303,15 +293,15 @@ def _reference(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
 def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -> ParsedEvent:
     status = str(intent["status"])
     kind = STATUS_KINDS.get(status, Kind.OTHER)
-    amount = _int(intent, "amount")
+    amount = fields.opt_int(intent, "amount")
     charge = intent.get("latest_charge")
-    refunded = _int(charge, "amount_refunded") if isinstance(charge, dict) else None
+    refunded = fields.opt_int(charge, "amount_refunded") if isinstance(charge, dict) else None
     dedup_key = f"reconcile:{object_id}:{status}"
     if refunded:  # an expanded latest charge with refunds: report the cumulative total
         full = amount is not None and refunded >= amount
         kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
         dedup_key, amount = f"{dedup_key}:refunded:{refunded}", None
-    currency = _opt_str(intent, "currency", "currency")
+    currency = fields.opt_str(intent, "currency")
     try:  # the state was true when Stripe answered
         read_at = parsedate_to_datetime(date) if date else None
     except (TypeError, ValueError):
@@ -338,29 +328,6 @@ def _ref(obj: Mapping[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ParseError(f"data.object.{key} must be an id or an object with one")
     return value or None
-
-
-def _str(body: Mapping[str, Any], key: str, where: str) -> str:
-    value = _opt_str(body, key, where)
-    if value is None:
-        raise ParseError(f"{where} must be a non-empty string")
-    return value
-
-
-def _opt_str(body: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = body.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ParseError(f"{where} must be a string")
-    return value or None
-
-
-def _int(body: Mapping[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParseError(f"{key} must be a non-negative integer (minor units)")
-    return value
 
 
 def _unix(value: object, where: str) -> datetime | None:
