@@ -37,6 +37,18 @@ format: install
 test: install services lint
 	$(BIN)/pytest
 
+# The side-by-side benchmark (docs/performance.md): <= 10 minutes on 2 cores; BENCH_QUICK=1
+# for a 1-2 minute smoke run, BENCH_SCALE=5000000 to add the 5 M stored-events step.
+BENCH_STAMP = $(VENV)/.bench-installed-stamp
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) services
+	@bench/ensure-tools.sh
+	$(BIN)/python bench/run.py
+
 unit: install
 	$(BIN)/pytest tests/unit
 

@@ -1,0 +1,1 @@
+"""The side-by-side benchmark of `make bench` (see docs/performance.md)."""

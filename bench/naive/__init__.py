@@ -1,0 +1,1 @@
+"""The naive baseline (b): Flask under gunicorn, a new database connection per request."""

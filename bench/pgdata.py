@@ -1,0 +1,167 @@
+"""PostgreSQL for the benchmark: fresh databases, the naive schema, the scale preload, and
+the queries behind the end-to-end figures.
+
+Every scenario gets its own database (`porteiro_bench_*`), dropped at the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.naive.app import SCHEMA as NAIVE_SCHEMA
+
+PREFIX = "porteiro_bench_"
+PRELOAD_CHUNK = 250_000
+_PLACEHOLDER = "EVT_PRELOAD_ID"
+
+# Old, processed Stripe deliveries: one event each, a realistic raw body and headers.
+_PRELOAD_DELIVERIES = """
+INSERT INTO deliveries (id, source, received_at, method, path, query, headers, body, peer)
+OVERRIDING SYSTEM VALUE
+SELECT i, 'stripe', now() - make_interval(days => 30, secs => -i * 0.01), 'POST',
+       '/webhooks/stripe', '', %(headers)s::jsonb,
+       convert_to(replace(%(body)s, %(placeholder)s, 'evt_preload' || lpad(i::text, 13, '0')),
+                  'UTF8'),
+       '127.0.0.1'
+FROM generate_series(%(first)s, %(last)s) AS i"""
+_PRELOAD_EVENTS = """
+INSERT INTO events (id, source, dedup_key, kind, type, object_id, reference, amount, currency,
+                    occurred_at, data, status, attempts, first_delivery_id, last_delivery_id,
+                    received_at, updated_at)
+OVERRIDING SYSTEM VALUE
+SELECT i, 'stripe', 'evt_preload' || lpad(i::text, 13, '0'), 'payment.paid',
+       'payment_intent.succeeded', 'pi_preload' || (i / 3), 'order-p' || (i / 3),
+       1000 + i %% 90000, 'BRL', now() - make_interval(days => 30, secs => -i * 0.01),
+       '{"object": "payment_intent", "status": "succeeded", "api_version": "2024-06-20"}',
+       'done', 1, i, i, now() - make_interval(days => 30, secs => -i * 0.01),
+       now() - make_interval(days => 30, secs => 1 - i * 0.01)
+FROM generate_series(%(first)s, %(last)s) AS i"""
+_PRELOAD_LINKS = """
+INSERT INTO event_deliveries (event_id, delivery_id)
+SELECT i, i FROM generate_series(%(first)s, %(last)s) AS i"""
+_PRELOAD_HEADERS = (
+    '[["host", "127.0.0.1"], ["content-type", "application/json; charset=utf-8"], '
+    '["user-agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"], '
+    '["stripe-signature", "t=1796022727,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff5'
+    '36d0ce8e108d8bd"], ["content-length", "1101"]]'
+)
+
+BACKLOG = "SELECT count(*) FROM events WHERE status IN ('pending', 'retrying', 'processing')"
+# Receipt to done: received_at is stamped by the receiver, updated_at by the worker's
+# fenced write that marked the event done.
+E2E_LATENCY = """
+SELECT count(*),
+       percentile_cont(ARRAY[0.5, 0.99, 0.999]) WITHIN GROUP (ORDER BY
+           extract(epoch FROM updated_at - received_at)),
+       max(extract(epoch FROM updated_at - received_at))
+FROM events WHERE status = 'done' AND origin = 'webhook' AND received_at >= %s"""
+STATUS_COUNTS = "SELECT status, count(*) FROM events GROUP BY status"
+
+
+def database_url(admin_url: str, name: str) -> str:
+    base, _, _ = admin_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def fresh_database(admin_url: str, name: str) -> str:
+    """Drop and create `porteiro_bench_<name>`; returns its URL."""
+    full = PREFIX + name
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(full))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(full)))
+    return database_url(admin_url, full)
+
+
+def drop_databases(admin_url: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s", (PREFIX + "%",)
+        ).fetchall()
+        for (name,) in names:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def naive_schema(url: str, orders: int) -> None:
+    """The naive app's tables, with `orders` orders named like the requests' references."""
+    with psycopg.connect(url) as conn:
+        conn.execute(NAIVE_SCHEMA)
+        conn.execute(
+            "INSERT INTO orders (id) SELECT 'order-' || i FROM generate_series(0, %s) AS i",
+            (orders,),
+        )
+
+
+def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:
+    """Insert `count` stored, done events (and their deliveries); seconds taken.
+
+    Server-side generation in chunks: no client round trip per row. Ids continue above
+    the current maximum. Foreign-key triggers are skipped for the session
+    (`session_replication_role = replica`, superuser only): the rows are consistent by
+    construction.
+    """
+    template = body.replace(event_id, _PLACEHOLDER.encode()).decode()
+    started = time.monotonic()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        row = conn.execute(
+            "SELECT greatest((SELECT max(id) FROM deliveries), (SELECT max(id) FROM events))"
+        ).fetchone()
+        first = int(row[0] or 0) + 1 if row else 1
+        last = first + count - 1
+        for low in range(first, last + 1, PRELOAD_CHUNK):
+            params: dict[str, Any] = {
+                "first": low,
+                "last": min(last, low + PRELOAD_CHUNK - 1),
+                "headers": _PRELOAD_HEADERS,
+                "body": template,
+                "placeholder": _PLACEHOLDER,
+            }
+            for query in (_PRELOAD_DELIVERIES, _PRELOAD_EVENTS, _PRELOAD_LINKS):
+                conn.execute(query, params)
+        for table in ("deliveries", "events"):
+            conn.execute(
+                sql.SQL("SELECT setval(pg_get_serial_sequence({}, 'id'), %s)").format(
+                    sql.Literal(table)
+                ),
+                (last,),
+            )
+        conn.execute("VACUUM ANALYZE deliveries, events, event_deliveries")
+    return time.monotonic() - started
+
+
+def event_count(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM events").fetchone()
+    return int(row[0]) if row else 0
+
+
+def backlog(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(BACKLOG).fetchone()
+    return int(row[0]) if row else 0
+
+
+def e2e_latency(url: str, since: Any) -> dict[str, float | int | None]:
+    """Receipt-to-done percentiles (seconds) of the webhook events received since `since`."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(E2E_LATENCY, (since,)).fetchone()
+        counts: dict[str, int] = dict(conn.execute(STATUS_COUNTS).fetchall())
+    done, quantiles, longest = row if row else (0, None, None)
+    p50, p99, p999 = quantiles or (None, None, None)
+    figures = {"p50_s": p50, "p99_s": p99, "p999_s": p999, "max_s": longest}
+    seconds = {key: None if value is None else float(value) for key, value in figures.items()}
+    return {"done": int(done), **seconds, **{f"status_{k}": int(v) for k, v in counts.items()}}
+
+
+def table_size(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()
+    return str(row[0]) if row else "?"

@@ -1,0 +1,368 @@
+"""The measurements of one benchmark run, phase by phase (bench/run.py sequences them).
+
+Every server is started fresh for its phase and stopped at its end; each Porteiro scenario
+gets a fresh store. Request files are generated just before each load, so signature
+timestamps are seconds old when sent.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import loadgen_py, loadgen_wrk, pgdata, servers
+from bench import requests as presigned
+from bench.report import Load
+
+# Requests pre-signed for a closed run: enough for this many req/s without wrapping (the
+# hello-world server ignores ids, so its wraps are harmless and its file stays small).
+CLOSED_REQUESTS_PER_SECOND = {"hello": 15_000, "naive": 3_000, "porteiro": 12_000}
+NAIVE_ORDERS = 200_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    closed_s: float  # each closed-loop (maximum throughput) run
+    open_s: float  # each open-loop run at 50 % of the maximum
+    variant_s: float  # duplicate-mix and Pix closed runs
+    e2e_s: float  # end to end + memory, at 50 % of the PG maximum
+    scale: tuple[int, ...]  # stored events before the scale runs (besides empty)
+    connections: int = 64
+    open_connections: int = 256
+    e2e_workers: int = 2
+    generator: str = "wrk"  # closed loop: wrk, or python when wrk is missing
+
+
+@dataclass
+class Context:
+    plan: Plan
+    folder: Path
+    pg_admin_url: str
+    python_ceiling: float | None = None  # open-loop req/s the Python generator reached
+    notes: list[str] = field(default_factory=list)
+    seed: int = 1
+
+    def next_seed(self) -> int:
+        self.seed += 1
+        return self.seed
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def running(server: servers.Server) -> Iterator[servers.Server]:
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def family(name: str) -> str:
+    return name.split("-")[0] if not name.startswith(("sqlite", "pg")) else "porteiro"
+
+
+# -- loads ------------------------------------------------------------------------------
+
+
+def closed(ctx: Context, server: servers.Server, kind: str, seconds: float) -> Load:
+    """Maximum throughput: fixed concurrency, as fast as the server answers."""
+    cpu = servers.cpu_seconds(server.pids())
+    if ctx.plan.generator == "wrk":
+        count = int(CLOSED_REQUESTS_PER_SECOND[family(server.name)] * seconds)
+        batch = presigned.build(kind, count, start=time.time(), seed=ctx.next_seed())
+        path = ctx.folder / "requests.bin"
+        presigned.write_file(batch.requests, path)
+        cpu = servers.cpu_seconds(server.pids())  # the server idled while the file was built
+        load = loadgen_wrk.run(
+            server.ports, path, kind=kind, connections=ctx.plan.connections, duration=seconds
+        )
+        path.unlink()
+    else:
+        load = loadgen_py.run(
+            server.ports,
+            kind=kind,
+            duration=seconds,
+            concurrency=ctx.plan.connections,
+            seed=ctx.next_seed(),
+        )
+    load.server_cpu_s = round(servers.cpu_seconds(server.pids()) - cpu, 2)
+    server.check_alive()
+    say(
+        f"{server.name} closed {kind}: {load.rate:,.0f} req/s, p99 {load.p99_ms} ms, "
+        f"errors {load.errors}, non-2xx {load.non_2xx}, wraps {load.wraps}"
+    )
+    return load
+
+
+def closed_checked(ctx: Context, server: servers.Server, kind: str, seconds: float) -> Load:
+    """A closed-loop run, measured once more when the first looks off (failed requests,
+    or a p99 over a second: a stall on the shared machine); the note and the JSON keep
+    the first attempt's figures."""
+    load = closed(ctx, server, kind, seconds)
+    if not (load.errors or load.non_2xx or (load.p99_ms or 0) > 1000):
+        return load
+    ctx.notes.append(
+        f"{server.name} {kind}: closed run repeated; the first gave {load.rate:,.0f} req/s, "
+        f"p99 {load.p99_ms} ms, {load.errors} errors, {load.non_2xx} non-2xx"
+    )
+    again = closed(ctx, server, kind, seconds)
+    again.detail["first_attempt"] = asdict(load)
+    return again
+
+
+def open_loop(ctx: Context, server: servers.Server, rate: float, seconds: float) -> Load:
+    """Latency at a fixed arrival rate, from each request's scheduled send time.
+
+    The rate is capped at half of the Python generator's measured ceiling (so that the
+    generator is never the bottleneck), with a note when that lowers it."""
+    ceiling = ctx.python_ceiling
+    if ceiling is not None and rate > ceiling / 2:
+        ctx.notes.append(
+            f"{server.name}: open loop lowered from {rate:,.0f}/s to {ceiling / 2:,.0f}/s, "
+            f"half of the Python generator's ceiling ({ceiling:,.0f}/s)"
+        )
+        rate = math.floor(ceiling / 2)
+    cpu = servers.cpu_seconds(server.pids())
+    load = loadgen_py.run(
+        server.ports,
+        kind="stripe",
+        duration=seconds,
+        rate=rate,
+        connections=ctx.plan.open_connections,
+        seed=ctx.next_seed(),
+    )
+    load.server_cpu_s = round(servers.cpu_seconds(server.pids()) - cpu, 2)
+    server.check_alive()
+    say(
+        f"{server.name} open @{rate:,.0f}/s: {load.rate:,.0f} req/s, p50 {load.p50_ms} ms, "
+        f"p99 {load.p99_ms} ms, p99.9 {load.p999_ms} ms, errors {load.errors}"
+    )
+    return load
+
+
+def half(load: Load) -> float:
+    return max(10.0, math.floor(load.rate / 2))
+
+
+# -- phases -----------------------------------------------------------------------------
+
+
+def generators(ctx: Context) -> dict[str, Any]:
+    """The Python generator's open-loop ceiling against the hello-world server (wrk's is
+    the hello-x1 closed-loop row itself)."""
+    with running(servers.hello(1, False, ctx.folder)) as server:
+        load = loadgen_py.run(
+            server.ports,
+            kind="stripe",
+            duration=min(ctx.plan.open_s, 4),
+            rate=40_000,
+            connections=ctx.plan.open_connections,
+            seed=ctx.next_seed(),
+        )
+    ctx.python_ceiling = load.rate
+    say(f"python open-loop ceiling (asked 40,000/s): {load.rate:,.0f} req/s")
+    return {"python_open": load}
+
+
+def simple_server(ctx: Context, name: str, start: Callable[[], servers.Server]) -> dict[str, Any]:
+    """Closed-loop maximum, then open loop at half of it."""
+    with running(start()) as server:
+        top = closed_checked(ctx, server, "stripe", ctx.plan.closed_s)
+        return {
+            "closed": top,
+            "open": open_loop(ctx, server, half(top), ctx.plan.open_s),
+            "processes": len(server.pids()),
+            "ports": len(server.ports),
+        }
+
+
+def naive(ctx: Context, processes: int) -> dict[str, Any]:
+    url = pgdata.fresh_database(ctx.pg_admin_url, f"naive{processes}")
+    pgdata.naive_schema(url, NAIVE_ORDERS)
+    return simple_server(
+        ctx, f"naive-x{processes}", lambda: servers.naive(processes, url, ctx.folder)
+    )
+
+
+def porteiro(ctx: Context, name: str, store: str, processes: int) -> dict[str, Any]:
+    """Closed loop (unique Stripe), open loop at half, then the duplicate and Pix mixes."""
+    config = porteiro_config(ctx, name, store)
+    with running(servers.porteiro(name, config, processes, ctx.folder)) as server:
+        top = closed_checked(ctx, server, "stripe", ctx.plan.closed_s)
+        result: dict[str, Any] = {
+            "closed": top,
+            "open": open_loop(ctx, server, half(top), ctx.plan.open_s),
+            "processes": len(server.pids()),
+            "ports": len(server.ports),
+            "topology": topology(processes),
+        }
+        if ctx.plan.variant_s > 0:
+            for kind in ("stripe-dup", "pix"):
+                result[kind] = closed_checked(ctx, server, kind, ctx.plan.variant_s)
+    return result
+
+
+def porteiro_config(ctx: Context, name: str, store: str, worker_concurrency: int = 4) -> Path:
+    if store == "sqlite":
+        path = ctx.folder / f"{name}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        url = f"sqlite:///{path}"
+    else:
+        url = pgdata.fresh_database(ctx.pg_admin_url, name)
+    config = servers.write_config(ctx.folder, name, url, worker_concurrency)
+    servers.porteiro_command(config, "db", "upgrade")
+    return config
+
+
+def topology(processes: int) -> str:
+    if processes == 1:
+        return "1 process"
+    option = servers.receivers_option()
+    if option:
+        return f"{processes} processes sharing one port (serve {option} {processes})"
+    return f"{processes} processes on {processes} ports, load split evenly (no shared port yet)"
+
+
+def store_url(config: Path) -> str:
+    for line in config.read_text().splitlines():
+        if line.startswith("url = "):
+            return line.split('"')[1]
+    raise RuntimeError(f"no store url in {config}")
+
+
+# -- end to end and memory --------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    t: list[float] = field(default_factory=list)
+    backlog: list[int] = field(default_factory=list)
+    rss_kib: dict[str, list[int | None]] = field(default_factory=dict)
+
+
+def end_to_end(ctx: Context, rate: float) -> dict[str, Any]:
+    """Receivers + `porteiro worker`s on PostgreSQL at a steady `rate` for e2e_s seconds:
+    ack latency, receipt-to-done latency, backlog every second, RSS of every process."""
+    config = porteiro_config(ctx, "e2e", "pg")
+    url = store_url(config)
+    with (
+        running(servers.porteiro("e2e-receiver", config, 1, ctx.folder)) as receiver,
+        running(servers.workers(config, ctx.plan.e2e_workers, ctx.folder)) as workers,
+    ):
+        roles = {"receiver": receiver.procs[0].pid}
+        roles.update({f"worker{i}": proc.pid for i, proc in enumerate(workers.procs)})
+        samples, stop = Samples(rss_kib={role: [] for role in roles}), threading.Event()
+        sampler = threading.Thread(target=_sample, args=(url, roles, samples, stop), daemon=True)
+        since = datetime.now(UTC)
+        sampler.start()
+        try:
+            load = open_loop(ctx, receiver, rate, ctx.plan.e2e_s)
+            drained = _drain(url, timeout=20)
+            workers.check_alive()
+        finally:
+            stop.set()
+            sampler.join(timeout=5)
+        latency = pgdata.e2e_latency(url, since)
+    say(
+        f"e2e @{rate:,.0f}/s: receipt->done p50 {_s(latency['p50_s'])} p99 {_s(latency['p99_s'])}"
+        f", backlog max {max(samples.backlog, default=0)}, drained in {drained}"
+    )
+    return {
+        "rate": rate,
+        "ack": load,
+        "latency": latency,
+        "drain_s": drained,
+        "workers": ctx.plan.e2e_workers,
+        "samples": samples.__dict__,
+    }
+
+
+def _s(value: Any) -> str:
+    return "-" if value is None else f"{float(value) * 1000:.0f} ms"
+
+
+def _sample(url: str, roles: dict[str, int], samples: Samples, stop: threading.Event) -> None:
+    started = time.monotonic()
+    while not stop.is_set():
+        samples.t.append(round(time.monotonic() - started, 1))
+        try:
+            samples.backlog.append(pgdata.backlog(url))
+        except Exception:
+            samples.backlog.append(-1)
+        for role, pid in roles.items():
+            samples.rss_kib[role].append(servers.rss_kib(pid))
+        stop.wait(1.0)
+
+
+def _drain(url: str, timeout: float) -> float | None:
+    """Seconds until the backlog is empty after the load (None: not within `timeout`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if pgdata.backlog(url) == 0:
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    return None
+
+
+def memory(samples: dict[str, Any], warmup_share: float = 0.1) -> dict[str, Any]:
+    """Per process: RSS after warm-up (the first 10 % of the run), at the end, the max."""
+    result = {}
+    for role, series in samples["rss_kib"].items():
+        values = [v for v in series if v is not None]
+        if len(values) < 2:
+            continue
+        start = values[min(len(values) - 1, int(len(values) * warmup_share))]
+        end = values[-1]
+        result[role] = {
+            "first_mib": round(values[0] / 1024, 1),
+            "start_mib": round(start / 1024, 1),
+            "end_mib": round(end / 1024, 1),
+            "max_mib": round(max(values) / 1024, 1),
+            "growth_pct": round((end - start) / start * 100, 1),
+        }
+    return result
+
+
+# -- scale ------------------------------------------------------------------------------
+
+
+def scale(ctx: Context) -> dict[str, Any]:
+    """PG x1 ingest on an empty store, then with N events already stored (preloaded)."""
+    config = porteiro_config(ctx, "scale", "pg")
+    url = store_url(config)
+    template = presigned.build("stripe", 1, start=time.time()).requests[0]
+    body = template.split(b"\r\n\r\n", 1)[1]
+    event_id = body[body.index(b'"evt_') + 1 : body.index(b'"', body.index(b'"evt_') + 1)]
+    steps: list[dict[str, Any]] = [{"stored": 0, "load": scale_step(ctx, config, 0)}]
+    stored = 0
+    for target in ctx.plan.scale:
+        say(f"preloading {target - stored:,} events (to {target:,} stored)")
+        seconds = pgdata.preload(url, target - stored, body, event_id)
+        stored = target
+        size = pgdata.table_size(url)
+        say(f"preloaded in {seconds:.0f} s; {pgdata.event_count(url):,} events, {size}")
+        steps.append(
+            {
+                "stored": target,
+                "preload_s": round(seconds, 1),
+                "database_size": size,
+                "load": scale_step(ctx, config, target),
+            }
+        )
+    return {"steps": steps}
+
+
+def scale_step(ctx: Context, config: Path, stored: int) -> Load:
+    with running(servers.porteiro(f"pg-scale-{stored}", config, 1, ctx.folder)) as server:
+        return closed_checked(ctx, server, "stripe", ctx.plan.closed_s)

@@ -1,0 +1,291 @@
+"""`make bench`: the side-by-side benchmark of issue 4, in one run on one machine.
+
+    python bench/run.py            # the full run (<= 10 minutes on 2 cores)
+    python bench/run.py --quick    # a 1-2 minute smoke run (also BENCH_QUICK=1)
+    BENCH_SCALE=5000000 python bench/run.py   # add the 5 M stored-events scale step
+
+Prints a table and writes bench/results/<UTC date-time>.json. What is measured and how
+to read it: docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: import `bench` as a package from the root
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from bench import loadgen_wrk, pgdata, phases, report, servers
+from bench.report import Load, Target
+
+SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
+PHASES = ("generators", "servers", "e2e", "scale")
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def plan_for(args: argparse.Namespace, env: Mapping[str, str]) -> phases.Plan:
+    quick = args.quick or env.get("BENCH_QUICK", "") not in ("", "0")
+    scale = tuple(int(n) for n in (env.get("BENCH_SCALE") or "").replace(",", " ").split())
+    if quick:
+        plan = phases.Plan(closed_s=2, open_s=2, variant_s=2, e2e_s=15, scale=scale or (50_000,))
+    else:
+        # 5 M preloads take minutes: opt in with BENCH_SCALE=5000000 (1 M then 5 M).
+        steps = tuple(sorted({1_000_000, *scale}))
+        plan = phases.Plan(closed_s=6, open_s=6, variant_s=4, e2e_s=300, scale=steps)
+    overrides: dict[str, Any] = {}
+    if args.duration:
+        overrides.update(closed_s=args.duration, open_s=args.duration, variant_s=args.duration)
+    if args.e2e_seconds is not None:
+        overrides["e2e_s"] = args.e2e_seconds
+    generator = args.generator or ("wrk" if loadgen_wrk.available() else "python")
+    overrides["generator"] = generator
+    return phases.Plan(**{**plan.__dict__, **overrides})
+
+
+def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"servers": {}}
+    if "generators" in wanted:
+        result["generators"] = phases.generators(ctx)
+    shared = servers.receivers_option() is not None
+    starts = {
+        "hello1": lambda: phases.simple_server(
+            ctx, "hello-x1", lambda: servers.hello(1, shared, ctx.folder)
+        ),
+        "hello2": lambda: phases.simple_server(
+            ctx, "hello-x2", lambda: servers.hello(2, shared, ctx.folder)
+        ),
+        "naive1": lambda: phases.naive(ctx, 1),
+        "naive2": lambda: phases.naive(ctx, 2),
+        "sqlite": lambda: phases.porteiro(ctx, "sqlite", "sqlite", 1),
+        "pg1": lambda: phases.porteiro(ctx, "pg1", "pg", 1),
+        "pg2": lambda: phases.porteiro(ctx, "pg2", "pg", 2),
+    }
+    if "servers" in wanted:
+        for name in scenarios:
+            phases.say(f"scenario {name}")
+            result["servers"][name] = starts[name]()
+    if "e2e" in wanted:
+        rate = _e2e_rate(result["servers"])
+        result["e2e"] = phases.end_to_end(ctx, rate)
+        result["memory"] = phases.memory(result["e2e"]["samples"])
+    if "scale" in wanted:
+        result["scale"] = phases.scale(ctx)
+    return result
+
+
+def _needs_postgres(scenarios: Sequence[str], wanted: Sequence[str]) -> bool:
+    on_pg = any(s.startswith(("naive", "pg")) for s in scenarios) and "servers" in wanted
+    return on_pg or "e2e" in wanted or "scale" in wanted
+
+
+def _e2e_rate(measured: Mapping[str, Any]) -> float:
+    """Half of PG x1's maximum (a conservative default when it was not measured)."""
+    pg1 = measured.get("pg1")
+    return phases.half(pg1["closed"]) if pg1 else 500.0
+
+
+# -- targets ----------------------------------------------------------------------------
+
+
+def targets(result: Mapping[str, Any]) -> list[Target]:
+    found: list[Target] = []
+    srv = result.get("servers", {})
+
+    def rate(name: str) -> float | None:
+        return srv[name]["closed"].rate if name in srv else None
+
+    def ratio(top: str, bottom: str) -> float | None:
+        a, b = rate(top), rate(bottom)
+        return None if a is None or not b else a / b
+
+    for pg, hello, naive in (("pg1", "hello1", "naive1"), ("pg2", "hello2", "naive2")):
+        share = ratio(pg, hello)
+        found.append(report.at_least(f"{pg} / {hello} req/s", share, 0.30, "stretch 0.40"))
+        found.append(report.at_least(f"{pg} / {hello} req/s (stretch)", share, 0.40))
+        found.append(report.at_least(f"{pg} / {naive} req/s", ratio(pg, naive), 50))
+    found.append(report.at_least("sqlite / hello1 req/s", ratio("sqlite", "hello1"), 0.20))
+    for name in ("sqlite", "pg1", "pg2"):
+        if name in srv:
+            found.append(report.at_most(f"{name} ack p99 @50%", srv[name]["open"].p99_ms, 25, "ms"))
+            top = srv[name]["closed"].p99_ms
+            found.append(report.at_most(f"{name} ack p99 @max", top, 100, "ms"))
+    found += _e2e_targets(result)
+    found += _scale_targets(result)
+    return found
+
+
+def _e2e_targets(result: Mapping[str, Any]) -> list[Target]:
+    e2e = result.get("e2e")
+    if not e2e:
+        return []
+    p99 = e2e["latency"]["p99_s"]
+    backlog = e2e["samples"]["backlog"]
+    left = _not_done(e2e["latency"])
+    note = f"{left:,} events not done: excluded" if left else ""
+    found = [report.at_most("e2e receipt->done p99 @50%", p99, 1.0, "s", note)]
+    # Bounded: the backlog of the last third of the run stays under 2 s of arrivals.
+    tail = backlog[len(backlog) * 2 // 3 :] or [0]
+    limit = e2e["rate"] * 2
+    note = f"max {max(backlog, default=0)}, drained in {e2e['drain_s']} s"
+    found.append(report.at_most("e2e backlog (last third, max)", max(tail), limit, "events", note))
+    for role, figures in result.get("memory", {}).items():
+        found.append(report.at_most(f"RSS growth {role}", figures["growth_pct"], 10, "%"))
+    return found
+
+
+def _scale_targets(result: Mapping[str, Any]) -> list[Target]:
+    steps = result.get("scale", {}).get("steps", [])
+    if len(steps) < 2:
+        return []
+    empty: Load = steps[0]["load"]
+    found = []
+    for step in steps[1:]:
+        load: Load = step["load"]
+        ratio = load.rate / empty.rate if empty.rate else None
+        name = f"{step['stored'] / 1e6:g} M stored / empty req/s"
+        note = "" if step["stored"] >= 5_000_000 else "5 M: BENCH_SCALE=5000000"
+        found.append(report.at_least(name, ratio, 0.80, note))
+    return found
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def rows(result: Mapping[str, Any]) -> list[tuple[str, Load]]:
+    table: list[tuple[str, Load]] = []
+    for name, load in result.get("generators", {}).items():
+        table.append((f"generator {name} vs hello-x1", load))
+    for name, figures in result.get("servers", {}).items():
+        for key in ("closed", "open", "stripe-dup", "pix"):
+            if key in figures:
+                table.append((name, figures[key]))
+    if "e2e" in result:
+        table.append(("e2e pg1 + workers", result["e2e"]["ack"]))
+    for step in result.get("scale", {}).get("steps", []):
+        table.append((f"scale pg1 {step['stored']:,} stored", step["load"]))
+    return table
+
+
+def summary_lines(result: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "e2e" in result:
+        lat = result["e2e"]["latency"]
+        lines.append(
+            f"end to end at {result['e2e']['rate']:,.0f}/s with {result['e2e']['workers']} "
+            f"workers: receipt->done p50 {_ms(lat['p50_s'])}, p99 {_ms(lat['p99_s'])}, "
+            f"p99.9 {_ms(lat['p999_s'])} over {lat['done']:,} done events; backlog max "
+            f"{max(result['e2e']['samples']['backlog'], default=0)}"
+        )
+        left = _not_done(lat)
+        if left:
+            lines.append(
+                f"  {left:,} events were still not done 20 s after the load stopped: the "
+                "receipt->done percentiles above leave them out (they would only be higher)"
+            )
+    for role, mem in result.get("memory", {}).items():
+        lines.append(
+            f"RSS {role}: {mem['first_mib']} MiB at start, {mem['start_mib']} after warm-up, "
+            f"{mem['end_mib']} at end, max {mem['max_mib']} ({mem['growth_pct']:+.1f} %)"
+        )
+    for step in result.get("scale", {}).get("steps", [])[1:]:
+        lines.append(
+            f"scale: preloaded to {step['stored']:,} events in {step['preload_s']} s "
+            f"({step['database_size']})"
+        )
+    return lines
+
+
+def _not_done(latency: Mapping[str, Any]) -> int:
+    states = ("status_pending", "status_retrying", "status_processing")
+    return sum(int(latency.get(key, 0)) for key in states)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def git_state() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False,
+                              cwd=servers.ROOT)  # fmt: skip
+        return done.stdout.strip()
+
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty_src": bool(git("status", "--porcelain", "src")),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the 1-2 minute smoke version")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
+    parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated")
+    parser.add_argument("--duration", type=float, help="seconds of every load run")
+    parser.add_argument("--e2e-seconds", type=float, help="end-to-end + memory run length")
+    parser.add_argument("--generator", choices=("wrk", "python"), help="closed loop (default wrk)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder for the JSON")
+    parser.add_argument("--keep", action="store_true", help="keep scratch files and databases")
+    parser.add_argument("--scratch", type=Path, help="scratch folder (default: a new temp one)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = parse_args(argv)
+    plan = plan_for(args, os.environ)
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    wanted = [p for p in args.phases.split(",") if p]
+    unknown = set(scenarios) - set(SCENARIOS) | set(wanted) - set(PHASES)
+    if unknown:
+        raise SystemExit(f"unknown scenario or phase: {', '.join(sorted(unknown))}")
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    folder = args.scratch or Path(tempfile.mkdtemp(prefix="porteiro-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = phases.Context(plan, folder, os.environ.get("BENCH_PG_URL", DEFAULT_PG))
+    phases.say(f"plan {plan}; scratch {folder}")
+    try:
+        result = measure(ctx, scenarios, wanted)
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+            if _needs_postgres(scenarios, wanted):
+                pgdata.drop_databases(ctx.pg_admin_url)
+    checks = targets(result)
+    document = {
+        "started_at": started,
+        "elapsed_s": round(time.monotonic() - clock, 1),
+        "plan": plan.__dict__,
+        "machine": report.machine(),
+        "git": git_state(),
+        "python_generator_ceiling": ctx.python_ceiling,
+        "notes": ctx.notes,
+        **result,
+        "targets": checks,
+    }
+    path = report.write_json(args.results, document, started)
+    print()
+    print(report.load_table(rows(result)))
+    for line in summary_lines(result):
+        print(line)
+    print()
+    print(report.target_table(checks))
+    for note in ctx.notes:
+        print(f"note: {note}")
+    print(f"\n{document['elapsed_s']} s; results in {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()

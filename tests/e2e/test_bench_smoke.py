@@ -1,0 +1,60 @@
+"""The benchmark harness (bench/, `make bench`) must not rot: its smallest piece runs.
+
+The quick mode's hello-world and Porteiro-on-SQLite scenarios, 2 s per load, with wrk
+when it is installed and the Python closed-loop generator otherwise; then the JSON
+result must hold sane figures and the SQLite store every event that was acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_bench_measures_hello_and_sqlite(tmp_path: Path) -> None:
+    generator = "wrk" if shutil.which("wrk") else "python"
+    results, scratch = tmp_path / "results", tmp_path / "scratch"
+    command = [sys.executable, "bench/run.py", "--quick", "--scenarios", "hello1,sqlite",
+               "--phases", "servers", "--duration", "2", "--generator", generator,
+               "--results", str(results), "--scratch", str(scratch), "--keep"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    (path,) = results.glob("*.json")
+    document = json.loads(path.read_text())
+    hello, sqlite = document["servers"]["hello1"], document["servers"]["sqlite"]
+    for load in (hello["closed"], sqlite["closed"], sqlite["stripe-dup"], sqlite["pix"]):
+        assert load["generator"] == generator
+        assert load["mode"] == "closed"
+        assert load["requests"] > 100
+        assert load["errors"] == 0
+        assert load["non_2xx"] == 0
+        assert 0 < load["p50_ms"] <= load["p99_ms"] <= load["max_ms"]
+    assert hello["closed"]["rate"] > sqlite["closed"]["rate"] > 50
+    for figures in (hello, sqlite):
+        opened = figures["open"]
+        assert opened["mode"] == "open"
+        assert opened["target_rate"] == max(10, int(figures["closed"]["rate"] / 2))
+        assert opened["requests"] >= 0.9 * opened["target_rate"] * 2
+        assert opened["errors"] == 0 and opened["non_2xx"] == 0
+    ratio = next(t for t in document["targets"] if t["name"] == "sqlite / hello1 req/s")
+    assert ratio["measured"] == pytest.approx(sqlite["closed"]["rate"] / hello["closed"]["rate"])
+    assert "sqlite / hello1 req/s" in done.stdout
+
+    # Every acknowledged unique Stripe event is stored; no request failed authentication.
+    with sqlite3.connect(scratch / "sqlite.db") as conn:
+        events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        refused = conn.execute("SELECT count(*) FROM quarantine").fetchone()[0]
+    assert refused == 0
+    assert sqlite["closed"]["wraps"] == 0
+    assert events >= sqlite["closed"]["requests"] + sqlite["open"]["requests"]
