@@ -1,0 +1,322 @@
+"""The shared engine of `porteiro fake-provider`: the truth, the gateway seam, the app.
+
+The fake owns the TRUTH: payments whose lifecycles are drawn from the seed. A lifecycle is
+a list of `Step`s; applying a step moves the payment forward (the API answers the new
+state at once) and returns the webhooks the gateway emits for it, built from the truth at
+that moment, so ids, amounts and states always agree between API and webhooks. The
+emitter (fakes/emitter.py) applies the steps and delivers their webhooks with faults.
+
+Each gateway (fakes/stripe.py, ...) subclasses `FakeGateway`: it plans the steps, keeps
+its API objects, serves its API routes and signs with Porteiro's own adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import random
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from porteiro.config import SourceConfig
+from porteiro.fakes.idempotency import IdempotentCreates
+from porteiro.fakes.scenario import Scenario
+from porteiro.model import PaymentState
+from porteiro.providers.base import Provider, SignedRequest, build_provider
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+class Outcome(StrEnum):
+    """How a planned payment's life ends."""
+
+    PAID = "paid"
+    PARTIALLY_REFUNDED = "partially_refunded"
+    REFUNDED = "refunded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    EXPIRED = "expired"  # Pix: a cob never paid
+    PENDING = "pending"  # created through the API: no lifecycle, stays pending
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a fake needs besides the scenario (mostly from CLI flags)."""
+
+    webhook_url: str
+    secret: str
+    api_key: str | None = None  # None: any credential is accepted
+    signing_key_file: str | None = None  # Pagar.me RS256
+    pix_key: str = "3f6a1c9e-5b2d-4e8f-9a7c-1d2e3f4a5b6c"
+    basic_auth: str | None = None  # Adyen "user:password"
+    hold: bool = False
+
+
+@dataclass
+class FakePayment:
+    """One payment of the truth. `native` holds the gateway's own objects."""
+
+    object_id: str
+    reference: str
+    amount: int
+    currency: str
+    created_at: datetime
+    outcome: Outcome
+    state: PaymentState = PaymentState.PENDING
+    refunded_amount: int = 0
+    expires_at: datetime | None = None
+    native: dict[str, Any] = field(default_factory=dict)
+    exists: bool = False  # False until its first step happened
+
+    def canonical(self, now: datetime) -> PaymentState:
+        """The state now: an unpaid payment past its expiry is expired (Pix cobs)."""
+        if self.state is PaymentState.PENDING and self.expires_at and now >= self.expires_at:
+            return PaymentState.EXPIRED
+        return self.state
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "object_id": self.object_id,
+            "state": self.canonical(now).value,
+            "amount": self.amount,
+            "currency": self.currency,
+            "refunded_amount": self.refunded_amount,
+            "reference": self.reference,
+            "created_at": iso(self.created_at),
+            "outcome": self.outcome.value,
+        }
+        if self.expires_at is not None:
+            answer["expires_at"] = iso(self.expires_at)
+        return answer
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """One notification the gateway sends (and re-sends on failure)."""
+
+    event_id: str  # the gateway's event id: what Porteiro de-duplicates on
+    type: str
+    object_id: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing that happens to a payment; `apply` moves the truth and returns the
+    webhooks it emits."""
+
+    payment: FakePayment
+    at: datetime
+    apply: Callable[[], Sequence[Webhook]]
+
+
+class FakeGateway:
+    """Base of every fake gateway: truth, planning helpers, auth, signing."""
+
+    name = ""
+    retry_schedule: Sequence[float] = ()  # seconds between attempts, before compression
+
+    def __init__(self, scenario: Scenario, settings: Settings, start: datetime) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.start = start
+        self.rng = random.Random(scenario.seed)
+        # API creates draw their ids here: they must not disturb the seeded sequence.
+        self.api_rng = random.Random()
+        self.payments: dict[str, FakePayment] = {}
+        self.provider: Provider = build_provider(self.source_config())
+        self.lock = asyncio.Lock()  # API writes vs the emitter's steps
+        self.creates = IdempotentCreates()
+        self.creates.lose_next = scenario.lose_create_responses
+        self.creates.delay_seconds = scenario.create_delay_ms / 1000.0
+
+    # -- to override ------------------------------------------------------------------
+
+    def source_config(self) -> SourceConfig:
+        """The SourceConfig Porteiro's adapter signs with (from the CLI flags)."""
+        return SourceConfig(name="fake", provider=self.name, secrets=(self.settings.secret,))
+
+    def plan(self) -> list[Step]:
+        raise NotImplementedError
+
+    def routes(self) -> list[BaseRoute]:
+        raise NotImplementedError
+
+    def sign(self, webhook: Webhook, now: datetime) -> SignedRequest:
+        return self.provider.sign(webhook.body, now)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def planned_payments(
+        self, id_for: Callable[[int], str], *, pix: bool = False, lead: float = 30.0
+    ) -> list[FakePayment]:
+        """The scenario's payments: ids, references, amounts, outcomes, created within
+        the window and at least `lead` seconds before the start (room for their steps)."""
+        scenario, rng = self.scenario, self.rng
+        planned = []
+        for index in range(scenario.payments):
+            created = self.start - timedelta(seconds=rng.uniform(0, scenario.window_seconds))
+            planned.append(
+                FakePayment(
+                    object_id=id_for(index),
+                    reference=f"order-{scenario.seed}-{index:05d}",
+                    amount=rng.randint(scenario.amount_min, scenario.amount_max),
+                    currency=scenario.currency.upper(),
+                    created_at=created.replace(microsecond=0) - timedelta(seconds=lead),
+                    outcome=draw_outcome(scenario, rng, pix=pix),
+                )
+            )
+        return planned
+
+    def ids_for(self, payment: FakePayment) -> random.Random:
+        return self.api_rng if payment.outcome is Outcome.PENDING else self.rng
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def add(self, payment: FakePayment) -> FakePayment:
+        self.payments[payment.object_id] = payment
+        return payment
+
+    def authorized(self, request: Request) -> bool:
+        """Bearer (or Basic user) credential check; without --api-key anything goes."""
+        expected = self.settings.api_key
+        if expected is None:
+            return True
+        header = request.headers.get("authorization", "")
+        if header == f"Bearer {expected}":
+            return True
+        return basic_user(header) == expected
+
+    def state_json(self, now: datetime) -> list[dict[str, Any]]:
+        return [p.to_json(now) for p in self.payments.values() if p.exists]
+
+
+def draw_outcome(scenario: Scenario, rng: random.Random, *, pix: bool) -> Outcome:
+    roll = rng.random()
+    if pix:
+        unpaid = roll < scenario.expire_unpaid
+        if unpaid:
+            return Outcome.EXPIRED
+    else:
+        if roll < scenario.fail_rate:
+            return Outcome.FAILED
+        if roll < scenario.fail_rate + scenario.cancel_rate:
+            return Outcome.CANCELED
+    if rng.random() < scenario.refund_rate:
+        return Outcome.REFUNDED if rng.random() < 0.5 else Outcome.PARTIALLY_REFUNDED
+    return Outcome.PAID
+
+
+def refund_shares(payment: FakePayment) -> list[int]:
+    """The refunds of a refunded outcome: a third, then (fully) the rest."""
+    part = max(1, payment.amount // 3)
+    if payment.outcome is Outcome.PARTIALLY_REFUNDED:
+        return [part]
+    if payment.outcome is Outcome.REFUNDED:
+        return [part, payment.amount - part] if payment.amount > part else [part]
+    return []
+
+
+def exponential(first: float, factor: float, cap: float, total: float) -> tuple[float, ...]:
+    """Delays from `first`, times `factor`, capped, until they add up to `total`."""
+    delays: list[float] = []
+    delay = first
+    while sum(delays) < total:
+        delays.append(min(delay, cap))
+        delay *= factor
+    return tuple(delays)
+
+
+def random_id(rng: random.Random, length: int = 24) -> str:
+    return "".join(rng.choice(_ALNUM) for _ in range(length))
+
+
+def basic_credentials(header: str) -> str | None:
+    """`user:password` of an HTTP Basic `authorization` header, or None."""
+    if not header.startswith("Basic "):
+        return None
+    try:
+        return base64.b64decode(header[6:], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def basic_user(header: str) -> str | None:
+    credentials = basic_credentials(header)
+    return None if credentials is None else credentials.partition(":")[0]
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def unix(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO 8601 / RFC 3339 time (Z or offset; a naive one is UTC), or None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "+"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def json_response(body: Mapping[str, Any] | list[Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status)
+
+
+def control_routes(
+    state: Callable[[], dict[str, Any]],
+    start: Callable[[], None],
+    done: Callable[[], bool],
+    faults: Callable[[Mapping[str, Any]], dict[str, Any]],
+) -> list[BaseRoute]:
+    """The /_fake control API (JSON, no auth)."""
+
+    async def get_state(_: Request) -> Response:
+        return json_response(state())
+
+    async def post_start(_: Request) -> Response:
+        start()
+        return json_response({"started": True})
+
+    async def get_done(_: Request) -> Response:
+        return json_response({"done": done()})
+
+    async def post_faults(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return json_response({"error": "body must be a JSON object"}, 400)
+        try:
+            return json_response(faults(body))
+        except ValueError as exc:
+            return json_response({"error": str(exc)}, 400)
+
+    return [
+        Route("/_fake/state", get_state, methods=["GET"]),
+        Route("/_fake/start", post_start, methods=["POST"]),
+        Route("/_fake/done", get_done, methods=["GET"]),
+        Route("/_fake/faults", post_faults, methods=["POST"]),
+    ]
+
+
+def build_app(routes: Sequence[BaseRoute], lifespan: Any = None) -> Starlette:
+    return Starlette(routes=list(routes), lifespan=lifespan)

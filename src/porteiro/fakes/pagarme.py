@@ -1,0 +1,298 @@
+"""Fake Pagar.me (API v5 "core"): orders with one charge, and their webhooks.
+
+Lifecycles: `order.created`; then paid (`charge.paid` + `order.paid`; refunds:
+`charge.partial_canceled`, then `charge.refunded`), failed (`charge.payment_failed` +
+`order.payment_failed`) or canceled (`order.canceled`). A full refund cancels the charge
+and the order (Pagar.me calls a refund a cancellation): read the charge's
+`canceled_amount` to tell refunded from canceled. Signed by Porteiro's adapter:
+`X-Hub-Signature: sha256=...` with `--secret`, or RS256 (`X-Webhook-Asymmetric-Signature`,
+kid `fake-provider`) with `--signing-key-file`, whose public key the fake serves at
+`/.well-known/jwks.json` (point Porteiro's `jwks_url` there). Retries: unpublished;
+assumed exponential from 1 minute, capped at 6 hours, for a day.
+
+API (HTTP Basic, the secret key `--api-key` as user; Porteiro's `api_base_url` is
+`{fake}/core/v5`): `GET /core/v5/orders/{id}`, `GET /core/v5/charges/{id}`,
+`GET /core/v5/charges` (`created_since`, `created_until`, `page` from 1, `size`),
+`POST /core/v5/orders` (`Idempotency-Key`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError
+from porteiro.fakes.core import (
+    FakeGateway,
+    FakePayment,
+    Outcome,
+    Step,
+    Webhook,
+    basic_user,
+    exponential,
+    iso,
+    parse_time,
+    random_id,
+    refund_shares,
+)
+from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.model import PaymentState
+from porteiro.providers.signing import encode_base64url
+
+KID = "fake-provider"
+MAX_SIZE = 100
+
+
+class FakePagarme(FakeGateway):
+    name = "pagarme"
+    retry_schedule = exponential(60.0, 2.0, 6 * 3600.0, 86400.0)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.charges: dict[str, FakePayment] = {}  # charge id -> its order's payment
+        self.account = {"id": "acc_" + random_id(self.rng, 16), "name": "Porteiro fake"}
+
+    def source_config(self) -> SourceConfig:
+        options: dict[str, Any] = {"signing_kid": KID}
+        if self.settings.signing_key_file:
+            options["signing_key_file"] = self.settings.signing_key_file
+        return SourceConfig(
+            name="fake", provider="pagarme", secrets=(self.settings.secret,), options=options
+        )
+
+    # -- the truth ----------------------------------------------------------------------
+
+    def plan(self) -> list[Step]:
+        steps: list[Step] = []
+        for payment in self.planned_payments(lambda _: "or_" + random_id(self.rng, 16)):
+            self.add(payment)
+            at = payment.created_at
+            steps.append(Step(payment, at, partial(self._create, payment, at, self.rng)))
+            later = at + timedelta(seconds=2)
+            if payment.outcome is Outcome.FAILED:
+                steps.append(Step(payment, later, partial(self._fail, payment, later)))
+            elif payment.outcome is Outcome.CANCELED:
+                steps.append(Step(payment, later, partial(self._cancel, payment, later)))
+            else:
+                steps.append(Step(payment, later, partial(self._pay, payment, later)))
+                for index, share in enumerate(refund_shares(payment)):
+                    when = later + timedelta(seconds=2 + 2 * index)
+                    steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+        return steps
+
+    def _create(self, payment: FakePayment, at: datetime, rng: random.Random) -> list[Webhook]:
+        charge_id = "ch_" + random_id(rng, 16)
+        charge: dict[str, Any] = {
+            "id": charge_id, "code": payment.reference,
+            "amount": payment.amount, "paid_amount": 0, "canceled_amount": 0,
+            "currency": payment.currency, "payment_method": "pix", "status": "pending",
+            "created_at": iso(at), "updated_at": iso(at), "last_transaction": None,
+        }  # fmt: skip
+        order = {
+            "id": payment.object_id, "code": payment.reference, "amount": payment.amount,
+            "currency": payment.currency, "closed": True, "status": "pending",
+            "created_at": iso(at), "updated_at": iso(at), "items": [
+                {"amount": payment.amount, "description": "Pedido", "quantity": 1}],
+        }  # fmt: skip
+        payment.native.update(order=order, charge=charge)
+        self.charges[charge_id] = payment
+        return [self._hook(payment, "order.created", self._order(payment), at)]
+
+    def _order(self, payment: FakePayment) -> dict[str, Any]:
+        return {**payment.native["order"], "charges": [self._charge(payment, with_order=False)]}
+
+    def _charge(self, payment: FakePayment, *, with_order: bool = True) -> dict[str, Any]:
+        charge = dict(payment.native["charge"])
+        if with_order:
+            order = payment.native["order"]
+            charge["order"] = {key: order[key] for key in ("id", "code", "status", "amount")}
+        return charge
+
+    def _set(self, payment: FakePayment, at: datetime, order: str, **charge: Any) -> None:
+        payment.native["order"].update(status=order, updated_at=iso(at))
+        payment.native["charge"].update(updated_at=iso(at), **charge)
+
+    def _transaction(self, status: str, amount: int) -> dict[str, Any]:
+        return {"id": "tran_" + random_id(self.rng, 16), "status": status,
+                "success": status != "failed", "amount": amount}  # fmt: skip
+
+    def _pay(self, payment: FakePayment, at: datetime) -> list[Webhook]:
+        self._set(payment, at, "paid", status="paid", paid_amount=payment.amount,
+                  last_transaction=self._transaction("captured", payment.amount))  # fmt: skip
+        payment.state = PaymentState.PAID
+        return [
+            self._hook(payment, "charge.paid", self._charge(payment), at),
+            self._hook(payment, "order.paid", self._order(payment), at),
+        ]
+
+    def _fail(self, payment: FakePayment, at: datetime) -> list[Webhook]:
+        self._set(payment, at, "failed", status="failed",
+                  last_transaction=self._transaction("failed", payment.amount))  # fmt: skip
+        payment.state = PaymentState.FAILED
+        return [
+            self._hook(payment, "charge.payment_failed", self._charge(payment), at),
+            self._hook(payment, "order.payment_failed", self._order(payment), at),
+        ]
+
+    def _cancel(self, payment: FakePayment, at: datetime) -> list[Webhook]:
+        self._set(payment, at, "canceled", status="canceled")
+        payment.state = PaymentState.CANCELED
+        return [self._hook(payment, "order.canceled", self._order(payment), at)]
+
+    def _refund(self, payment: FakePayment, share: int, at: datetime) -> list[Webhook]:
+        payment.refunded_amount += share
+        full = payment.refunded_amount >= payment.amount
+        self._set(payment, at, "canceled" if full else "paid",
+                  status="canceled" if full else "paid",
+                  canceled_amount=payment.refunded_amount,
+                  last_transaction=self._transaction("refunded", share))  # fmt: skip
+        payment.state = PaymentState.REFUNDED if full else PaymentState.PARTIALLY_REFUNDED
+        kind = "charge.refunded" if full else "charge.partial_canceled"
+        return [self._hook(payment, kind, self._charge(payment), at)]
+
+    def _hook(
+        self, payment: FakePayment, kind: str, data: Mapping[str, Any], at: datetime
+    ) -> Webhook:
+        hook_id = "hook_" + random_id(self.ids_for(payment), 16)
+        body = {"id": hook_id, "account": self.account, "type": kind, "created_at": iso(at),
+                "data": data}  # fmt: skip
+        return Webhook(hook_id, kind, payment.object_id, json.dumps(body).encode())
+
+    # -- the API ------------------------------------------------------------------------
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/.well-known/jwks.json", self._jwks, methods=["GET"]),
+            Route("/core/v5/orders/{id}", self._get_order, methods=["GET"]),
+            Route("/core/v5/orders", self._post_order, methods=["POST"]),
+            Route("/core/v5/charges/{id}", self._get_charge, methods=["GET"]),
+            Route("/core/v5/charges", self._list_charges, methods=["GET"]),
+        ]
+
+    def _basic(self, request: Request) -> bool:
+        user = basic_user(request.headers.get("authorization", ""))
+        return user is not None and (self.settings.api_key in (None, user))
+
+    async def _jwks(self, _: Request) -> Response:
+        if not self.settings.signing_key_file:
+            return JSONResponse({"keys": []})
+        key = _load_key(self.settings.signing_key_file)
+        numbers = key.public_key().public_numbers()
+
+        def b64(value: int) -> str:
+            return encode_base64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+        jwk = {"kty": "RSA", "kid": KID, "use": "sig", "alg": "RS256",
+               "n": b64(numbers.n), "e": b64(numbers.e)}  # fmt: skip
+        return JSONResponse({"keys": [jwk]})
+
+    async def _get_order(self, request: Request) -> Response:
+        if not self._basic(request):
+            return _error(401, "Authorization has been denied for this request.")
+        payment = self.payments.get(request.path_params["id"])
+        if payment is None or not payment.exists:
+            return _error(404, "Order not found")
+        return JSONResponse(self._order(payment))
+
+    async def _get_charge(self, request: Request) -> Response:
+        if not self._basic(request):
+            return _error(401, "Authorization has been denied for this request.")
+        payment = self.charges.get(request.path_params["id"])
+        if payment is None or not payment.exists:
+            return _error(404, "Charge not found")
+        return JSONResponse(self._charge(payment))
+
+    async def _list_charges(self, request: Request) -> Response:
+        if not self._basic(request):
+            return _error(401, "Authorization has been denied for this request.")
+        query = request.query_params
+        since, until = (
+            parse_time(query.get("created_since")),
+            parse_time(query.get("created_until")),
+        )
+        try:
+            page, size = int(query.get("page", "1")), int(query.get("size", "10"))
+        except ValueError:
+            return _error(422, "page and size must be integers")
+        if page < 1 or not 1 <= size <= MAX_SIZE:
+            return _error(422, f"page must be >= 1 and size 1..{MAX_SIZE}")
+        chosen = []
+        for payment in self.charges.values():
+            created = parse_time(payment.native["charge"]["created_at"])
+            if not payment.exists or created is None:
+                continue
+            if (since and created < since) or (until and created > until):
+                continue
+            chosen.append((created, payment.native["charge"]["id"], payment))
+        chosen.sort(key=lambda item: (item[0], item[1]), reverse=True)  # newest first
+        data = [self._charge(p) for _, _, p in chosen[(page - 1) * size : page * size]]
+        paging: dict[str, Any] = {"total": len(chosen)}
+        params = {k: v for k, v in query.items() if k != "page"}
+        if page * size < len(chosen):
+            paging["next"] = f"{request.url.path}?{urlencode({**params, 'page': page + 1})}"
+        if page > 1:
+            paging["previous"] = f"{request.url.path}?{urlencode({**params, 'page': page - 1})}"
+        return JSONResponse({"data": data, "paging": paging})
+
+    async def _post_order(self, request: Request) -> Response:
+        if not self._basic(request):
+            return _error(401, "Authorization has been denied for this request.")
+        try:
+            params = json.loads(await request.body())
+            items = params["items"]
+            amount = sum(int(item["amount"]) * int(item.get("quantity", 1)) for item in items)
+        except (ValueError, KeyError, TypeError):
+            return _error(422, "The request is invalid.", {"order.items": ["required"]})
+        key = request.headers.get("idempotency-key")
+
+        async def create() -> tuple[int, Any]:
+            if amount < 1:
+                return 422, {"message": "The request is invalid.",
+                             "errors": {"order.items": ["amount must be positive"]}}  # fmt: skip
+            async with self.lock:
+                now = self.now()
+                payment = self.add(FakePayment(
+                    object_id="or_" + random_id(self.api_rng, 16),
+                    reference=str(params.get("code") or ""), amount=amount,
+                    currency=str(params.get("currency") or "BRL"), created_at=now,
+                    outcome=Outcome.PENDING, exists=True,
+                ))  # fmt: skip
+                self._create(payment, now, self.api_rng)
+            return 200, self._order(payment)
+
+        def refuse(verdict: Verdict) -> Response:
+            if verdict is Verdict.CONFLICT:
+                return _error(409, "A request with this Idempotency-Key is in progress.")
+            return _error(400, "Idempotency-Key already used with a different request.")
+
+        return await respond(self.creates, request, key, params, create, refuse)
+
+
+def _load_key(path: str) -> RSAPrivateKey:
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"signing key file: {exc}") from exc
+    if not isinstance(key, RSAPrivateKey):
+        raise ConfigError("signing key file must hold an RSA private key")
+    return key
+
+
+def _error(status: int, message: str, errors: Mapping[str, Any] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"message": message}
+    if errors:
+        body["errors"] = dict(errors)
+    return JSONResponse(body, status_code=status)
