@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -23,7 +24,7 @@ from porteiro.api import AdminApi
 from porteiro.config import load_config
 from porteiro.errors import StoreUnavailable
 from porteiro.observability import configure_logging, logger
-from porteiro.receiver import Receiver
+from porteiro.receiver import Receiver, WebhookFastPath
 from porteiro.runtime import Runtime
 
 Background = Callable[[], Awaitable[None]]
@@ -99,7 +100,10 @@ def create_app(
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.stop()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    # The webhook routes stay (the app's route table and OpenAPI list them); the fast
+    # path answers those requests before the router sees them.
+    fast_path = Middleware(WebhookFastPath, receiver=receiver)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[fast_path])
 
 
 async def _run(job: Background) -> None:
@@ -134,3 +138,16 @@ def asgi_app() -> Starlette:
     configure_logging(env.get("PORTEIRO_LOG_LEVEL", "INFO"))
     config = load_config(None, env)
     return create_app(Runtime.build(config), migrate=config.store_url.startswith("sqlite:"))
+
+
+def receiver_process_app() -> Starlette:
+    """One of `porteiro serve --receivers N`'s processes (uvicorn factory): the config
+    from PORTEIRO_CONFIG / env like `asgi_app`, a worker when PORTEIRO_SERVE_WORKER=1; no
+    migration (the parent ran it once, before starting the receivers)."""
+    from porteiro.worker import Worker
+
+    env = dict(os.environ)
+    configure_logging(env.get("PORTEIRO_LOG_LEVEL", "INFO").upper())
+    runtime = Runtime.build(load_config(None, env))
+    background = [Worker(runtime).run] if env.get("PORTEIRO_SERVE_WORKER") == "1" else []
+    return create_app(runtime, background=background)

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from porteiro import jsonview, replay
+from porteiro.cli_fake import fake_provider
 from porteiro.config import Config, load_config
 from porteiro.errors import ConfigError, PorteiroError
 from porteiro.model import EventStatus, Kind, StoredEvent
@@ -135,33 +136,53 @@ def cli(config_path: str | None) -> None:
 @click.option("--port", type=int, help="port (default: [server] port; 0 picks a free one)")
 @click.option("--worker/--no-worker", "with_worker", default=True, help="run a worker in-process")
 @click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
+@click.option(
+    "--receivers",
+    type=click.IntRange(min=1),
+    help="processes sharing the port (default: [server] receivers); each runs a worker "
+    "unless --no-worker",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str | None, port: int | None, with_worker: bool, migrate: bool | None
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    with_worker: bool,
+    migrate: bool | None,
+    receivers: int | None,
 ) -> None:
     """Run the receiver, the admin API and (by default) a worker in one process."""
     import uvicorn
 
-    from porteiro.app import create_app
     from porteiro.tls import uvicorn_options
 
     config = _config(ctx)
+    processes = receivers or config.server.receivers
     tls = uvicorn_options(config)  # {} unless [server] tls_cert_file is set
+    options: dict[str, Any] = {
+        "host": host or config.server.host,
+        "port": config.server.port if port is None else port,
+        # uvloop and httptools (uvicorn[standard]) when importable: a faster event loop
+        # and HTTP parser on the ack path.
+        "loop": "uvloop" if _importable("uvloop") else "asyncio",
+        "http": "httptools" if _importable("httptools") else "h11",
+        "log_config": None,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 10,
+        **tls,
+    }
+    scheme = "https" if tls else "http"
+    if processes > 1:
+        _serve_many(ctx, config, options, processes, scheme, with_worker, migrate)
+        return
+
+    from porteiro.app import create_app
+
     runtime = Runtime.build(config)
     background = [Worker(runtime).run] if with_worker else []
     app = create_app(runtime, background=background, migrate=_migrate_default(config, migrate))
-    server_config = uvicorn.Config(
-        app,
-        host=host or config.server.host,
-        port=config.server.port if port is None else port,
-        loop="auto",
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-        **tls,
-    )
-    scheme = "https" if tls else "http"
+    server_config = uvicorn.Config(app, **options)
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -171,6 +192,42 @@ def serve(
                 click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]}")
 
     _Server(server_config).run()
+
+
+def _serve_many(
+    ctx: click.Context,
+    config: Config,
+    options: dict[str, Any],
+    processes: int,
+    scheme: str,
+    with_worker: bool,
+    migrate: bool | None,
+) -> None:
+    """N receiver processes on one listening socket (uvicorn's supervisor restarts a dead
+    one). Each builds its app with `porteiro.app:receiver_process_app` from the same
+    configuration, passed down in the environment; migrations run once, here, first."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    if _migrate_default(config, migrate):
+        _run(config, lambda runtime: runtime.store.upgrade())
+    config_path = ctx.find_root().params.get("config_path")
+    if config_path:
+        os.environ["PORTEIRO_CONFIG"] = os.path.abspath(config_path)
+    os.environ["PORTEIRO_SERVE_WORKER"] = "1" if with_worker else "0"
+    server_config = uvicorn.Config(
+        "porteiro.app:receiver_process_app", factory=True, workers=processes, **options
+    )
+    sock = server_config.bind_socket()
+    bound = sock.getsockname()
+    click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]} ({processes} receivers)")
+    Multiprocess(server_config, sockets=[sock]).run()
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 @cli.command()
@@ -527,6 +584,9 @@ def simulate(
     click.echo(f"{count} payments to {base}/webhooks/{source_name}: {report.summary()}")
     if not report.all_ok:
         ctx.exit(1)
+
+
+cli.add_command(fake_provider)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -59,6 +59,11 @@ class ServerConfig:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None
+    # Ingest saturation guard: past this many requests in flight per receiver process, a
+    # webhook gets 503 + Retry-After at once instead of queueing behind the store.
+    max_inflight: int = 1024
+    # Receiver processes sharing the port (`porteiro serve --receivers` overrides).
+    receivers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +192,16 @@ def _server(table: Mapping[str, Any]) -> ServerConfig:
         tls_cert_file=_opt_str(table, "tls_cert_file") or None,
         tls_key_file=_opt_str(table, "tls_key_file") or None,
         tls_client_ca_file=_opt_str(table, "tls_client_ca_file") or None,
+        max_inflight=_at_least_one(table, "max_inflight", defaults.max_inflight),
+        receivers=_at_least_one(table, "receivers", defaults.receivers),
     )
+
+
+def _at_least_one(table: Mapping[str, Any], key: str, default: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"[server] {key} must be a whole number >= 1")
+    return value
 
 
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:

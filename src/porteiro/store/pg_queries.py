@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from porteiro.model import EventStatus, Kind, ParsedEvent, Payment
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, unparseable_dedup_key
+from porteiro.store.base import EventFilter
 
 # Channel record_delivery, requeue and reparsed notify; idle workers LISTEN on it.
 CHANNEL: Final = "porteiro_events"
@@ -35,44 +35,6 @@ APPLIED_VERSIONS: Final = "SELECT version FROM schema_migrations"
 MARK_APPLIED: Final = "INSERT INTO schema_migrations (version) VALUES (%s)"
 
 NOTIFY: Final = "SELECT pg_notify('porteiro_events', '')"
-
-INSERT_DELIVERY: Final = """
-INSERT INTO deliveries
-    (source, received_at, method, path, query, headers, body, peer, client_cert_subject,
-     parse_error)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-RETURNING id"""
-
-# A duplicate counts and links; it revives a failed event (dead or retrying) by making it
-# due now, but never the unparseable placeholder, which only `reparsed` settles.
-# `xmax = 0` is true only for a freshly inserted row. The link rides in the same statement.
-UPSERT_EVENT: Final = """
-WITH e AS (
-    INSERT INTO events
-        (source, dedup_key, kind, type, object_id, reference, amount, currency,
-         occurred_at, refunded_total, thin, data, status, next_attempt_at, last_error,
-         first_delivery_id, last_delivery_id, received_at, updated_at)
-    VALUES (%(source)s, %(dedup_key)s, %(kind)s, %(type)s, %(object_id)s, %(reference)s,
-            %(amount)s, %(currency)s, %(occurred_at)s, %(refunded_total)s, %(thin)s,
-            %(data)s, %(status)s, %(next_attempt_at)s, %(last_error)s, %(delivery_id)s,
-            %(delivery_id)s, %(now)s, %(now)s)
-    ON CONFLICT (source, dedup_key) DO UPDATE SET
-        duplicates = events.duplicates + 1,
-        last_delivery_id = EXCLUDED.last_delivery_id,
-        status = CASE WHEN events.status IN ('dead', 'retrying')
-                           AND events.type <> 'porteiro.unparseable'
-                      THEN 'pending' ELSE events.status END,
-        next_attempt_at = CASE WHEN events.status IN ('dead', 'retrying')
-                                    AND events.type <> 'porteiro.unparseable'
-                               THEN EXCLUDED.received_at ELSE events.next_attempt_at END,
-        updated_at = EXCLUDED.updated_at
-    RETURNING id, (xmax = 0) AS inserted, status
-), link AS (
-    INSERT INTO event_deliveries (event_id, delivery_id)
-    SELECT id, %(delivery_id)s FROM e
-    ON CONFLICT DO NOTHING
-)
-SELECT id, inserted, status FROM e"""
 
 INSERT_QUARANTINE: Final = """
 INSERT INTO quarantine (source, received_at, reason, detail, headers, body, peer)
@@ -223,19 +185,6 @@ def json_param(value: Any) -> Jsonb:
 
 def headers_param(headers: Sequence[tuple[str, str]]) -> Jsonb:
     return json_param([[name, value] for name, value in headers])
-
-
-def placeholder_params(source: str, delivery_id: int, now: datetime, reason: str) -> dict[str, Any]:
-    """The dead event standing for a delivery that could not be parsed."""
-    placeholder = ParsedEvent(
-        dedup_key=unparseable_dedup_key(delivery_id),
-        kind=Kind.OTHER,
-        type=UNPARSEABLE_TYPE,
-        object_id=None,
-    )
-    params = event_params(placeholder, source, delivery_id, now)
-    params.update(status=EventStatus.DEAD.value, last_error=reason)
-    return params
 
 
 def event_params(

@@ -38,8 +38,8 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
+from porteiro.store import pg_batch, rows
 from porteiro.store import pg_queries as q
-from porteiro.store import rows
 from porteiro.store.base import (
     Claim,
     Decide,
@@ -48,9 +48,13 @@ from porteiro.store.base import (
     RecordResult,
     unparseable_dedup_key,
 )
+from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import load_migrations
 
 Connection = AsyncConnection[DictRow]
+BATCH_TIMEOUT_SECONDS = 5.0
+# URL query parameters read by Porteiro, not passed to libpq.
+_OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
 class _ClaimLost(Exception):
@@ -67,7 +71,12 @@ class PostgresStore:
         acquire_timeout: float = 0.5,
         connect_timeout: int = 1,
         reconnect_timeout: float = 5.0,
+        batch_max: int = 256,
+        batch_linger_seconds: float = 0.0,
+        batch_concurrency: int = 1,
     ) -> None:
+        if batch_max < 1 or batch_concurrency < 1 or batch_linger_seconds < 0:
+            raise ValueError("batch_max and batch_concurrency must be at least 1")
         self.conninfo = conninfo
         self.quarantine_limit = quarantine_limit
         self._max_size = max_size
@@ -77,21 +86,43 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._listener: Connection | None = None
         self._listener_lock = asyncio.Lock()
+        self._batch_max = batch_max
+        self._batch_linger = batch_linger_seconds
+        self._batch_concurrency = batch_concurrency
+        self._ingest: GroupCommit[pg_batch.Ingest, RecordResult] | None = None
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """`postgresql://...[?quarantine_limit=N]`; other parameters go to libpq."""
+        """`postgresql://...[?quarantine_limit=N&batch_max=N&batch_linger_ms=X
+        &batch_concurrency=N]`; other parameters go to libpq."""
         parts = urlsplit(url)
         params = parse_qsl(parts.query, keep_blank_values=True)
-        limit = [value for key, value in params if key == "quarantine_limit"]
-        if not limit:
+        ours = {key: value for key, value in params if key in _OPTIONS}
+        if not ours:
             return cls(url)
-        if not limit[-1].isdigit():
-            raise ConfigError(f"quarantine_limit must be a non-negative integer: {limit[-1]!r}")
+        try:
+            options = {key: float(value) for key, value in ours.items()}
+        except ValueError as exc:
+            raise ConfigError(f"PostgreSQL URL options must be numbers: {exc}") from None
+        integral = {"quarantine_limit", "batch_max", "batch_concurrency"}
+        if any(
+            value < 0 or (key in integral and not value.is_integer())
+            for key, value in options.items()
+        ):
+            raise ConfigError(f"invalid PostgreSQL URL options: {ours}")
         # libpq decodes %XX but not "+": re-encode spaces as %20.
-        kept = urlencode([(k, v) for k, v in params if k != "quarantine_limit"], quote_via=quote)
+        kept = urlencode([(k, v) for k, v in params if k not in _OPTIONS], quote_via=quote)
         conninfo = urlunsplit(parts._replace(query=kept))
-        return cls(conninfo, quarantine_limit=int(limit[-1]))
+        try:
+            return cls(
+                conninfo,
+                quarantine_limit=int(options.get("quarantine_limit", 10_000)),
+                batch_max=int(options.get("batch_max", 256)),
+                batch_linger_seconds=options.get("batch_linger_ms", 0.0) / 1000,
+                batch_concurrency=int(options.get("batch_concurrency", 1)),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"invalid PostgreSQL URL options: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -119,8 +150,17 @@ class PostgresStore:
         # wait=False: the process starts during an outage; requests get 503 until it ends.
         await pool.open(wait=False)
         self._pool = pool
+        self._ingest = GroupCommit(
+            self._commit_ingests,
+            max_batch=self._batch_max,
+            linger_seconds=self._batch_linger,
+            concurrency=self._batch_concurrency,
+        )
 
     async def close(self) -> None:
+        ingest, self._ingest = self._ingest, None
+        if ingest is not None:
+            await ingest.close()
         await self._drop_listener()
         if self._pool is not None:
             pool, self._pool = self._pool, None
@@ -171,39 +211,23 @@ class PostgresStore:
         *,
         parse_error: str | None = None,
     ) -> RecordResult:
-        # Pipelined: BEGIN and the delivery, then the events, then NOTIFY and COMMIT.
-        async with self._connection() as conn, conn.pipeline(), conn.transaction():
-            cursor = await conn.execute(
-                q.INSERT_DELIVERY,
-                (
-                    request.source,
-                    request.received_at,
-                    request.method,
-                    request.path,
-                    request.query,
-                    q.headers_param(request.headers),
-                    request.body,
-                    request.peer,
-                    request.client_cert_subject,
-                    parse_error,
-                ),
-            )
-            delivery_id = _first(await cursor.fetchone())["id"]
-            params = [
-                q.event_params(event, request.source, delivery_id, request.received_at)
-                for event in events
-            ]
-            if parse_error is not None:
-                params = [
-                    q.placeholder_params(
-                        request.source, delivery_id, request.received_at, parse_error
-                    )
-                ]
-            found = await _execute_each(conn, q.UPSERT_EVENT, params)
-            if any(row["status"] == EventStatus.PENDING for row in found):
-                await conn.execute(q.NOTIFY)  # delivered to listeners on commit
-        new = sum(1 for row in found if row["inserted"])
-        return RecordResult(delivery_id, [row["id"] for row in found], new, len(found) - new)
+        ingest = self._ingest
+        if ingest is None:
+            raise StoreUnavailable("PostgreSQL store is not open")
+        return await ingest.submit(pg_batch.ingest(request, events, parse_error))
+
+    async def _commit_ingests(self, items: Sequence[pg_batch.Ingest]) -> Sequence[RecordResult]:
+        """A batch in ONE statement, so ONE implicit transaction and round trip."""
+        batch = pg_batch.IngestBatch(items)
+        try:
+            # Bounded like a request was: a batch stuck on a lock must not stall ingest
+            # forever (its callers have long given up; the retries come in new batches).
+            async with asyncio.timeout(BATCH_TIMEOUT_SECONDS), self._connection() as conn:
+                cursor = await conn.execute(pg_batch.RECORD_BATCH, batch.params)
+                found = await cursor.fetchall()
+        except TimeoutError as exc:
+            raise StoreUnavailable("PostgreSQL: the batch did not commit in time") from exc
+        return batch.results(found)
 
     async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
         async with self._connection() as conn, conn.transaction():

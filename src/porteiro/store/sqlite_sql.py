@@ -1,4 +1,5 @@
-"""The SQLite store's SQL: named queries and the two builders (the schema lives in migrations)."""
+"""The SQLite store's SQL: named queries, their parameters and the two builders (the schema
+lives in migrations)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, Final
 
-from porteiro.store.base import EventFilter
+from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, Payment
+from porteiro.store import rows
+from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, unparseable_dedup_key
 from porteiro.store.rows import encode_time
 
 BOOTSTRAP: Final = """
@@ -193,3 +196,78 @@ def event_filter(filter: EventFilter, table: str = "") -> tuple[str, list[Any]]:
         clauses.append(f"{table}received_at < ?")
         params.append(encode_time(filter.until))
     return " AND ".join(clauses), params
+
+
+# -- parameters ------------------------------------------------------------------------
+
+
+def delivery_params(
+    request: InboundRequest, received: str, parse_error: str | None
+) -> tuple[Any, ...]:
+    """INSERT_DELIVERY's parameters, in column order."""
+    return (
+        request.source,
+        received,
+        request.method,
+        request.path,
+        request.query,
+        rows.dump_headers(request.headers),
+        request.body,
+        request.peer,
+        request.client_cert_subject,
+        parse_error,
+    )
+
+
+def event_params(event: ParsedEvent, source: str, delivery_id: int, now: str) -> dict[str, Any]:
+    status = rows.initial_status(event)
+    return {
+        "source": source,
+        "dedup_key": event.dedup_key,
+        "kind": Kind(event.kind).value,
+        "type": event.type,
+        "object_id": event.object_id,
+        "reference": event.reference,
+        "amount": event.amount,
+        "currency": event.currency,
+        "occurred_at": rows.encode_optional_time(event.occurred_at),
+        "refunded_total": event.refunded_total,
+        "thin": int(event.thin),
+        "data": rows.dump_json(dict(event.data)),
+        "status": status.value,
+        "next_attempt_at": now if status is EventStatus.PENDING else None,
+        "last_error": None,
+        "delivery_id": delivery_id,
+        "now": now,
+        "placeholder": UNPARSEABLE_TYPE,
+    }
+
+
+def placeholder_params(source: str, delivery_id: int, now: str, reason: str) -> dict[str, Any]:
+    """The dead event standing for a delivery that could not be parsed."""
+    placeholder = ParsedEvent(
+        dedup_key=unparseable_dedup_key(delivery_id),
+        kind=Kind.OTHER,
+        type=UNPARSEABLE_TYPE,
+        object_id=None,
+    )
+    params = event_params(placeholder, source, delivery_id, now)
+    params.update(status=EventStatus.DEAD.value, next_attempt_at=None, last_error=reason)
+    return params
+
+
+def payment_params(payment: Payment, now: str) -> dict[str, Any]:
+    return {
+        "source": payment.source,
+        "object_id": payment.object_id,
+        "state": payment.state.value,
+        "amount": payment.amount,
+        "currency": payment.currency,
+        "refunded_amount": payment.refunded_amount,
+        "reference": payment.reference,
+        "version": payment.version,
+        "last_event_at": rows.encode_optional_time(payment.last_event_at),
+        "facts": rows.dump_json(dict(payment.facts)),
+        "anomalies": payment.anomalies,
+        "now": now,
+    }

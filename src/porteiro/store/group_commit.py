@@ -1,0 +1,137 @@
+"""Group commit: concurrent ingests share one durable transaction.
+
+A commit costs a disk flush (SQLite fsync, PostgreSQL WAL flush) whatever it carries, so
+under load the stores commit everything that is already waiting in one transaction
+instead of one flush per request. No artificial wait by default: a batch is whatever
+queued while the previous one was committing (plus an optional tiny linger), so a lone
+request commits at once and a busy receiver commits in larger batches.
+
+Each caller gets its own result, and only after the commit that contains its item
+returned. A batch failure fails every caller in it (they answer 503; the gateway retries)
+— except a failure that is not an outage (a bug, a value the database refuses): then
+each item is committed on its own, so one poison delivery cannot fail its neighbours.
+A caller that gave up (timeout) before its batch started is left out of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+from porteiro.errors import StoreUnavailable
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Commits a batch in ONE transaction; returns one result per item, in order.
+CommitBatch = Callable[[Sequence[T]], Awaitable[Sequence[R]]]
+
+
+class GroupCommit(Generic[T, R]):
+    """Queue + committer tasks. `submit` resolves once the item's batch committed.
+
+    `concurrency` committers may each have a batch in flight (PostgreSQL: one pooled
+    connection each); SQLite has a single writer, so 1.
+    """
+
+    def __init__(
+        self,
+        commit: CommitBatch[T, R],
+        *,
+        max_batch: int = 256,
+        linger_seconds: float = 0.0,
+        concurrency: int = 1,
+    ) -> None:
+        if max_batch < 1 or concurrency < 1 or linger_seconds < 0:
+            raise ValueError("max_batch and concurrency must be >= 1, linger_seconds >= 0")
+        self._commit = commit
+        self._max_batch = max_batch
+        self._linger = linger_seconds
+        self._concurrency = concurrency
+        self._queue: deque[tuple[T, asyncio.Future[R]]] = deque()
+        self._ready = asyncio.Event()
+        self._committers: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    async def submit(self, item: T) -> R:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        self._start()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        self._ready.set()
+        return await future
+
+    def _start(self) -> None:
+        # Started lazily, on the loop of the first caller (a store may be opened elsewhere).
+        if self._committers and not all(task.done() for task in self._committers):
+            return
+        self._committers = [
+            asyncio.create_task(self._run(), name=f"porteiro:group-commit:{n}")
+            for n in range(self._concurrency)
+        ]
+
+    async def close(self) -> None:
+        """Stop the committers after the batches in flight; fail whatever still waits."""
+        self._closed = True
+        self._ready.set()
+        await asyncio.gather(*self._committers, return_exceptions=True)
+        self._committers = []
+        while self._queue:
+            _, future = self._queue.popleft()
+            if not future.done():
+                future.set_exception(StoreUnavailable("the store is closing"))
+
+    async def _run(self) -> None:
+        while not self._closed:
+            if not self._queue:
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            if self._linger and len(self._queue) < self._max_batch:
+                await asyncio.sleep(self._linger)
+            batch = self._take()
+            if batch:
+                await self._commit_batch(batch)
+
+    def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
+        batch: list[tuple[T, asyncio.Future[R]]] = []
+        while self._queue and len(batch) < self._max_batch:
+            entry = self._queue.popleft()
+            if not entry[1].done():  # done here means the caller was cancelled (timeout)
+                batch.append(entry)
+        return batch
+
+    async def _commit_batch(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        try:
+            results = await self._commit([item for item, _ in batch])
+        except StoreUnavailable as exc:
+            _fail(batch, exc)
+        except asyncio.CancelledError:
+            _fail(batch, StoreUnavailable("the store is closing"))
+            raise
+        except Exception as exc:
+            if len(batch) == 1:
+                _fail(batch, exc)
+                return
+            for entry in batch:  # isolate the item the database refused
+                await self._commit_batch([entry])
+        else:
+            if len(results) != len(batch):
+                _fail(batch, RuntimeError("group commit returned the wrong number of results"))
+                return
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+
+
+def _fail(batch: Sequence[tuple[object, asyncio.Future[R]]], exc: BaseException) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)
+            # A caller that already gave up never retrieves it: no "never retrieved" noise.
+            with contextlib.suppress(BaseException):
+                future.exception()
