@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.naive.app import SCHEMA as NAIVE_SCHEMA
+from bench.naive.schema import SCHEMA as NAIVE_SCHEMA
 
 PREFIX = "porteiro_bench_"
 PRELOAD_CHUNK = 250_000

@@ -21,17 +21,6 @@ import time
 import psycopg
 from flask import Flask, Response, request
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS processed_events (
-    event_id     text PRIMARY KEY,
-    type         text NOT NULL,
-    processed_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS orders (
-    id     text PRIMARY KEY,
-    status text NOT NULL DEFAULT 'pending'
-);
-"""
 TOLERANCE_SECONDS = 300
 
 app = Flask(__name__)
