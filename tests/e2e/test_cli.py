@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+import porteiro
 from porteiro.config import SourceConfig
 from porteiro.providers.base import build_provider
 
@@ -89,7 +90,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]
     directory = tmp_path_factory.mktemp("cli")
     port = _free_port()
     cli = Cli(write_config(directory / "porteiro.toml", directory / "porteiro.db", port))
-    assert cli.run("db", "upgrade").stdout.strip() == "applied 0001"
+    migrations = sorted(
+        path.name.split("_")[0]
+        for path in (Path(porteiro.__file__).parent / "store" / "migrations" / "sqlite").glob(
+            "*.sql"
+        )
+    )
+    assert cli.run("db", "upgrade").stdout.strip() == "applied " + ", ".join(migrations)
     assert cli.run("db", "upgrade").stdout.strip() == "database is up to date"
     log_path = directory / "serve.log"
     with log_path.open("w") as log:
