@@ -21,6 +21,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from porteiro.api import AdminApi
+from porteiro.api_destinations import destination_routes
+from porteiro.api_reconcile import reconcile_routes
 from porteiro.config import load_config
 from porteiro.errors import StoreUnavailable
 from porteiro.observability import configure_logging, logger
@@ -84,6 +86,8 @@ def create_app(
         Route("/readyz", probes.readyz, methods=["GET"]),
         Route("/metrics", probes.metrics, methods=["GET"]),
         *AdminApi(runtime).routes(),
+        *destination_routes(runtime),
+        *reconcile_routes(runtime),
     ]
 
     @contextlib.asynccontextmanager

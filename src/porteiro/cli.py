@@ -26,7 +26,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from porteiro import jsonview, replay
+from porteiro.cli_charge import charge
+from porteiro.cli_destinations import destinations, relay
 from porteiro.cli_fake import fake_provider
+from porteiro.cli_reconcile import reconcile
 from porteiro.config import Config, load_config
 from porteiro.errors import ConfigError, PorteiroError
 from porteiro.model import EventStatus, Kind, StoredEvent
@@ -177,10 +180,14 @@ def serve(
         _serve_many(ctx, config, options, processes, scheme, with_worker, migrate)
         return
 
-    from porteiro.app import create_app
+    from porteiro.app import Background, create_app
+    from porteiro.reconcile import background as reconcile_background
+    from porteiro.sinks.relay import relay_jobs
 
     runtime = Runtime.build(config)
-    background = [Worker(runtime).run] if with_worker else []
+    background: list[Background] = [Worker(runtime).run] if with_worker else []
+    background += reconcile_background(runtime)  # off with [reconcile] enabled = false
+    background += relay_jobs(runtime) if with_worker else []  # [destinations.*]
     app = create_app(runtime, background=background, migrate=_migrate_default(config, migrate))
     server_config = uvicorn.Config(app, **options)
 
@@ -587,6 +594,10 @@ def simulate(
 
 
 cli.add_command(fake_provider)
+cli.add_command(reconcile)
+cli.add_command(charge)
+cli.add_command(destinations)
+cli.add_command(relay)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

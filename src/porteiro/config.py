@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from porteiro.errors import ConfigError
+from porteiro.model import Kind
 from porteiro.retry import RetryPolicy
 
 DEFAULT_CONFIG_PATH = "porteiro.toml"
@@ -25,7 +26,9 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class SourceConfig:
     """One webhook source: a URL segment bound to a provider and its secrets.
 
-    `options` keeps every provider-specific key (e.g. `jwks_url`, `basic_auth`) as given.
+    `options` keeps every provider-specific key (e.g. `jwks_url`, `basic_auth`) as given,
+    and the reconciler's (`reconcile_grace_seconds`, `pending_max_age_seconds`,
+    `api_rate_per_second`...; docs/reconciliation.md).
     """
 
     name: str
@@ -43,6 +46,18 @@ class SourceConfig:
         if not isinstance(value, str):
             raise ConfigError(f"source {self.name!r}: {key} must be a string")
         return value
+
+    def option_number(self, key: str, default: float) -> float:
+        """An optional non-negative number (e.g. `reconcile_grace_seconds`)."""
+        value = self.options.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"source {self.name!r}: {key} must be a number >= 0")
+        return float(value)
+
+
+# Reconciliation keys of a source's options, with their defaults (docs/reconciliation.md).
+DEFAULT_RECONCILE_GRACE_SECONDS = 300.0  # past a payment's expiry, before asking
+DEFAULT_PENDING_MAX_AGE_SECONDS = 86_400.0  # pending longer than this: ask anyway
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +83,59 @@ class ServerConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    concurrency: int = 4
-    batch_size: int = 32
+    concurrency: int = 4  # enrichment calls (thin events) in flight per worker
+    batch_size: int = 256  # events claimed, and applied in one transaction, at a time
     lease_seconds: float = 60.0
     poll_interval_seconds: float = 1.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    prefetch: bool = True  # claim the next batch while a full one applies
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileConfig:
+    """`[reconcile]`: the stale-pending cycle `serve` runs in the background (per-source
+    keys such as `reconcile_grace_seconds` live in each source's options)."""
+
+    enabled: bool = True
+    interval_seconds: float = 60.0
+    # Status reads per source and cycle, at most (the rest wait for the next cycle).
+    batch_size: int = 100
+    # Where `porteiro reconcile` writes its JSON and CSV reports.
+    reports_dir: str = "./reconcile-reports"
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationConfig:
+    """`[destinations.NAME]`: one merchant system Porteiro forwards events to.
+
+    Exactly one transport: `url` (signed HTTP POST, Standard Webhooks with the `whsec_`
+    `secret`) or `rabbitmq_url` + `exchange` (a durable topic exchange). `kinds` empty
+    means every kind but `other`. Failures retry under `retry` (`[destinations.NAME.retry]`,
+    the worker's keys) and then dead-letter in this destination's outbox.
+    """
+
+    name: str
+    url: str | None = None
+    secret: str | None = None
+    rabbitmq_url: str | None = None
+    exchange: str = "porteiro.events"
+    kinds: tuple[str, ...] = ()
+    rate_per_second: float | None = None  # None: no rate limit
+    concurrency: int = 4
+    timeout_seconds: float = 10.0
+    # A claimed row comes back to any relay after this long (a relay that died).
+    lease_seconds: float = 60.0
+    # Circuit breaker: open after this many consecutive failures, for the cool-down.
+    circuit_failures: int = 5
+    circuit_cooldown_seconds: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url is not None else "rabbitmq"
+
+    def wants(self, kind: str) -> bool:
+        return kind != "other" and (not self.kinds or kind in self.kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +146,8 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     quarantine_limit: int = 10_000
+    reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
+    destinations: Mapping[str, DestinationConfig] = field(default_factory=dict)
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
@@ -112,6 +177,10 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         server=_server(_table(data, "server")),
         worker=_worker(_table(data, "worker")),
         quarantine_limit=int(_table(data, "quarantine").get("limit", 10_000)),
+        reconcile=_reconcile(_table(data, "reconcile")),
+        destinations={
+            name: _destination(name, table) for name, table in _table(data, "destinations").items()
+        },
     )
 
 
@@ -204,6 +273,13 @@ def _at_least_one(table: Mapping[str, Any], key: str, default: int) -> int:
     return value
 
 
+def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"[worker] {key} must be true or false")
+    return value
+
+
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
     retry_table = _table(table, "retry")
@@ -215,6 +291,7 @@ def _worker(table: Mapping[str, Any]) -> WorkerConfig:
         poll_interval_seconds=float(
             table.get("poll_interval_seconds", defaults.poll_interval_seconds)
         ),
+        prefetch=_worker_flag(table, "prefetch", defaults.prefetch),
         retry=RetryPolicy(
             max_attempts=int(retry_table.get("max_attempts", retry_defaults.max_attempts)),
             base_delay_seconds=float(
@@ -227,3 +304,98 @@ def _worker(table: Mapping[str, Any]) -> WorkerConfig:
             jitter=float(retry_table.get("jitter", retry_defaults.jitter)),
         ),
     )
+
+
+def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
+    defaults = ReconcileConfig()
+    enabled = table.get("enabled", defaults.enabled)
+    interval = table.get("interval_seconds", defaults.interval_seconds)
+    batch = table.get("batch_size", defaults.batch_size)
+    if not isinstance(enabled, bool):
+        raise ConfigError("[reconcile] enabled must be true or false")
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
+        raise ConfigError("[reconcile] interval_seconds must be a number > 0")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigError("[reconcile] batch_size must be a whole number >= 1")
+    return ReconcileConfig(
+        enabled=enabled,
+        interval_seconds=float(interval),
+        batch_size=batch,
+        reports_dir=_opt_str(table, "reports_dir") or defaults.reports_dir,
+    )
+
+
+_DESTINATION_KEYS = {
+    "url", "secret", "rabbitmq_url", "exchange", "kinds", "rate_per_second", "concurrency",
+    "timeout_seconds", "lease_seconds", "circuit_failures", "circuit_cooldown_seconds", "retry",
+}  # fmt: skip
+
+
+def _destination(name: str, table: Any) -> DestinationConfig:
+    where = f"[destinations.{name}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(table) - _DESTINATION_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    url, rabbitmq_url = _opt_str(table, "url") or None, _opt_str(table, "rabbitmq_url") or None
+    if (url is None) == (rabbitmq_url is None):
+        raise ConfigError(f"{where} needs exactly one of url or rabbitmq_url")
+    secret = _opt_str(table, "secret") or None
+    if url is not None and (secret is None or not secret.startswith("whsec_")):
+        raise ConfigError(f'{where} needs secret = "whsec_..." (Standard Webhooks) for url')
+    defaults = DestinationConfig(name=name)
+    rate = table.get("rate_per_second")
+    return DestinationConfig(
+        name=name,
+        url=url,
+        secret=secret,
+        rabbitmq_url=rabbitmq_url,
+        exchange=_opt_str(table, "exchange") or defaults.exchange,
+        kinds=_destination_kinds(where, table.get("kinds", [])),
+        rate_per_second=None if rate is None else _positive(where, "rate_per_second", rate),
+        concurrency=int(_positive(where, "concurrency", table.get("concurrency", 4), whole=True)),
+        timeout_seconds=_positive(where, "timeout_seconds", table.get("timeout_seconds", 10.0)),
+        lease_seconds=_positive(where, "lease_seconds", table.get("lease_seconds", 60.0)),
+        circuit_failures=int(
+            _positive(where, "circuit_failures", table.get("circuit_failures", 5), whole=True)
+        ),
+        circuit_cooldown_seconds=_positive(
+            where, "circuit_cooldown_seconds", table.get("circuit_cooldown_seconds", 30.0)
+        ),
+        retry=_retry_policy(where, _table(table, "retry")),
+    )
+
+
+def _destination_kinds(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where} kinds must be a list of strings")
+    allowed = {kind.value for kind in Kind} - {Kind.OTHER.value}
+    wrong = sorted(set(value) - allowed)
+    if wrong:
+        raise ConfigError(f"{where} unknown kind(s) {', '.join(wrong)}")
+    return tuple(value)
+
+
+def _positive(where: str, key: str, value: Any, *, whole: bool = False) -> float:
+    number_types = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, number_types) or value <= 0:
+        raise ConfigError(f"{where} {key} must be a {'whole ' if whole else ''}number > 0")
+    return float(value)
+
+
+def _retry_policy(where: str, table: Mapping[str, Any]) -> RetryPolicy:
+    defaults = RetryPolicy()
+    try:
+        policy = RetryPolicy(
+            max_attempts=int(table.get("max_attempts", defaults.max_attempts)),
+            base_delay_seconds=float(table.get("base_delay_seconds", defaults.base_delay_seconds)),
+            multiplier=float(table.get("multiplier", defaults.multiplier)),
+            max_delay_seconds=float(table.get("max_delay_seconds", defaults.max_delay_seconds)),
+            jitter=float(table.get("jitter", defaults.jitter)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where} retry: {exc}") from None
+    if policy.max_attempts < 1 or policy.base_delay_seconds < 0 or not 0 <= policy.jitter < 1:
+        raise ConfigError(f"{where} retry: max_attempts >= 1, delays >= 0, 0 <= jitter < 1")
+    return policy

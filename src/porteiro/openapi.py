@@ -434,6 +434,158 @@ def _admin_paths() -> dict[str, Any]:
     }
 
 
+def _reconcile_paths() -> dict[str, Any]:
+    """Reconciliation reports (porteiro.api_reconcile; docs/reconciliation.md)."""
+    summary = {"type": "object", "description": "Counts: listed, missing, divergent..."}
+    report = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "source": {"type": "string"},
+            "kind": {"type": "string", "enum": ["audit", "stale"]},
+            "created_at": _DATETIME,
+            "since": _nullable("string", format="date-time"),
+            "until": _nullable("string", format="date-time"),
+            "summary": summary,
+            "report": {"type": "object", "description": "The whole report (findings)"},
+        },
+    }
+    page = {"type": "object", "properties": {"items": {"type": "array", "items": report}}}
+    return {
+        "/api/reconciliation/reports": {
+            "get": _admin(
+                "Latest reconciliation reports, newest first (summaries)",
+                {"200": _json("Reports", page), "400": _error("Invalid parameter")},
+                parameters=[_SOURCE, _LIMIT],
+            )
+        },
+        "/api/reconciliation/reports/{id}": {
+            "get": _admin(
+                "One reconciliation report with its findings",
+                {"200": _json("The report", report), "404": _error("Unknown report")},
+                parameters=[_path("id", {"type": "integer"})],
+            )
+        },
+    }
+
+
+def _destination_paths() -> dict[str, Any]:
+    """Merchant delivery (porteiro.api_destinations; docs/destinations.md)."""
+    name = _path("name")
+    backlog = {
+        "type": "object",
+        "properties": {s: {"type": "integer"} for s in ("pending", "delivering", "done", "dead")},
+    }
+    destination = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "transport": {"type": "string", "enum": ["http", "rabbitmq"]},
+            "target": {"type": "string", "description": "URL, or broker and exchange"},
+            "kinds": {"type": "array", "items": {"type": "string"}},
+            "status": {
+                "type": "string",
+                "enum": ["active", "paused", "disabled", "circuit_open"],
+            },
+            "paused": {"type": "boolean"},
+            "disabled_reason": _nullable("string"),
+            "circuit_open_until": _nullable("string", format="date-time"),
+            "backlog": backlog,
+        },
+    }
+    row = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "destination": {"type": "string"},
+            "event_id": {"type": "integer"},
+            "message_id": {"type": "string", "description": "webhook-id / AMQP message_id"},
+            "source": {"type": "string"},
+            "object_id": {"type": "string"},
+            "kind": {"type": "string"},
+            "status": {"type": "string", "enum": ["pending", "delivering", "done", "dead"]},
+            "attempts": {"type": "integer"},
+            "next_attempt_at": _DATETIME,
+            "last_error": _nullable("string"),
+            "last_status": _nullable("string"),
+            "created_at": _DATETIME,
+            "updated_at": _DATETIME,
+            "delivered_at": _nullable("string", format="date-time"),
+            "payload": {"type": "object", "description": "The normalised event sent"},
+        },
+    }
+    unknown = {"404": _error("Unknown destination")}
+    state = {"200": _json("The destination", destination), **unknown}
+    status = _query(
+        "status",
+        "Outbox status",
+        {"type": "string", "enum": ["pending", "delivering", "done", "dead"]},
+    )
+    ids = {"ids": {"type": "array", "items": {"type": "integer"}}}
+    redrive_body = {"type": "object", "properties": ids, "additionalProperties": False}
+    return {
+        "/api/destinations": {
+            "get": _admin(
+                "Every configured destination with its state and backlog",
+                {
+                    "200": _json(
+                        "Destinations",
+                        {
+                            "type": "object",
+                            "properties": {"items": {"type": "array", "items": destination}},
+                        },
+                    )
+                },
+            )
+        },
+        "/api/destinations/{name}/pause": {
+            "post": _admin("Stop sending; events accumulate", state, parameters=[name])
+        },
+        "/api/destinations/{name}/resume": {
+            "post": _admin(
+                "Send again (also re-enables after 410 Gone, closes the circuit)",
+                state,
+                parameters=[name],
+            )
+        },
+        "/api/destinations/{name}/outbox": {
+            "get": _admin(
+                "The destination's outbox rows, newest first",
+                {
+                    "200": _json(
+                        "A page of rows",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "items": {"type": "array", "items": row},
+                                "next": _nullable("string"),
+                            },
+                        },
+                    ),
+                    "400": _error("Invalid parameter"),
+                    **unknown,
+                },
+                parameters=[name, status, _CURSOR, _LIMIT],
+            )
+        },
+        "/api/destinations/{name}/redrive": {
+            "post": _admin(
+                "Dead rows (all, or these ids) pending again",
+                {
+                    "200": _json(
+                        "How many rows",
+                        {"type": "object", "properties": {"redriven": {"type": "integer"}}},
+                    ),
+                    "400": _error("Invalid body"),
+                    **unknown,
+                },
+                parameters=[name],
+                requestBody={"required": False, "content": {_JSON: {"schema": redrive_body}}},
+            )
+        },
+    }
+
+
 def openapi_document(version: str = "0.1.0") -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -443,7 +595,13 @@ def openapi_document(version: str = "0.1.0") -> dict[str, Any]:
             "description": "Durable, idempotent inbox for payment-gateway webhooks.",
         },
         "security": [{"bearerAuth": []}],
-        "paths": {**_webhook_paths(), **_probe_paths(), **_admin_paths()},
+        "paths": {
+            **_webhook_paths(),
+            **_probe_paths(),
+            **_admin_paths(),
+            **_reconcile_paths(),
+            **_destination_paths(),
+        },
         "components": {
             "securitySchemes": {
                 "bearerAuth": {

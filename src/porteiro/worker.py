@@ -4,6 +4,10 @@ The inbox is the queue: a worker only ever talks to the store. Every write it ma
 a claim is fenced by the claim token, so a worker that was paused past its lease (and whose
 events another worker took over) cannot apply anything twice: its late writes are refused
 and counted as `claim_lost`.
+
+A claimed batch is applied in ONE store transaction (`Store.apply_many`: one commit, one
+fsync, payments locked in a fixed order); thin events are enriched first, concurrently and
+outside any transaction. While a full batch applies, the next one is claimed (prefetch).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Coroutine, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,8 +27,9 @@ from porteiro import ledger
 from porteiro.errors import NonRetryable, StoreUnavailable
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
+from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
-from porteiro.store.base import UNPARSEABLE_TYPE, Claim
+from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
 
 _ERROR_TEXT_LIMIT = 1000
 
@@ -64,16 +70,24 @@ class Worker:
         stop = stop or asyncio.Event()
         settings = self.runtime.config.worker
         self._log.info("worker.started", action="worker.started")
+        ahead: asyncio.Future[Sequence[Claim]] | None = None
         try:
             while not stop.is_set():
                 try:
-                    processed = await self.run_once()
-                    if processed == 0:
+                    pending, ahead = ahead, None
+                    claims = await (pending if pending is not None else self._claim())
+                    if not claims:
                         await _until(
                             self.runtime.store.wait_for_work(settings.poll_interval_seconds), stop
                         )
+                        continue
+                    if settings.prefetch and len(claims) >= settings.batch_size:
+                        # A full batch: more is probably due; claim it while this one applies.
+                        ahead = asyncio.ensure_future(self._claim())
+                    await self.process(claims)
                 except StoreUnavailable as exc:
-                    # An outage must not kill the worker: back off and try again.
+                    # An outage must not kill the worker: back off and try again (claims
+                    # not settled come back when their lease expires).
                     self._log.warning(
                         "store unavailable", action="worker.store_unavailable", error=str(exc)
                     )
@@ -87,94 +101,188 @@ class Worker:
                         exc_info=exc,
                     )
                     await _until(asyncio.sleep(settings.poll_interval_seconds), stop)
+            if ahead is not None:
+                # Claimed before the stop: finish them rather than leave them to their lease.
+                pending, ahead = ahead, None
+                try:
+                    await self.process(await pending)
+                except Exception as exc:  # their leases bring them back
+                    self._log.warning(
+                        "prefetched batch not processed",
+                        action="worker.prefetch_dropped",
+                        error=error_text(exc),
+                    )
         finally:
+            if ahead is not None:
+                ahead.cancel()
             self._log.info("worker.stopped", action="worker.stopped")
 
     async def run_once(self) -> int:
         """Claim one batch and process it; return how many events were claimed."""
+        claims = await self._claim()
+        if claims:
+            await self.process(claims)
+        return len(claims)
+
+    async def _claim(self) -> Sequence[Claim]:
         settings = self.runtime.config.worker
-        claims = await self.runtime.store.claim(
+        return await self.runtime.store.claim(
             self.id,
             settings.batch_size,
             timedelta(seconds=settings.lease_seconds),
             self.runtime.clock(),
         )
-        if not claims:
-            return 0
+
+    async def process(self, claims: Sequence[Claim]) -> None:
+        """Settle every claim of a batch. Raises only StoreUnavailable (the batch could not
+        be applied; its claims come back when their lease expires) or cancellation."""
         if self.pause_after_claim > 0:
             await asyncio.sleep(self.pause_after_claim)
-        limit = asyncio.Semaphore(max(settings.concurrency, 1))
-
-        async def run_group(group: Sequence[Claim]) -> None:
-            async with limit:
-                for claim in group:
-                    await self._process(claim)
-
-        await asyncio.gather(*(run_group(group) for group in group_by_payment(claims)))
-        return len(claims)
-
-    async def _process(self, claim: Claim) -> None:
-        """Handle one claim; never raises (except cancellation), so a batch always ends."""
-        source = claim.event.source
         started = time.perf_counter()
+        outcomes: dict[int, str] = {}
+        ready: list[tuple[Claim, ParsedEvent]] = []
+        side: list[Awaitable[None]] = []  # enrichments and settlements, run concurrently
+        limit = asyncio.Semaphore(max(self.runtime.config.worker.concurrency, 1))
         try:
-            outcome = await self._handle(claim)
-        except Exception as exc:  # any failure of this event is retried, never fatal
-            outcome = await self._fail(claim, exc)
-        metrics = self.runtime.metrics
-        metrics.processed.labels(source, outcome).inc()
-        metrics.processing_seconds.labels(source).observe(time.perf_counter() - started)
+            for claim in sorted(claims, key=_event_id):
+                work = self._sort(claim, ready)
+                if work is not None:
+                    side.append(self._guarded(claim, work, limit, ready, outcomes))
+            await asyncio.gather(*side)
+            if ready:
+                ready.sort(key=lambda pair: pair[0].event.id)
+                outcomes.update(await self._apply_batch(ready))
+        finally:
+            self._count(claims, outcomes, time.perf_counter() - started)
 
-    async def _handle(self, claim: Claim) -> str:
+    def _sort(
+        self, claim: Claim, ready: list[tuple[Claim, ParsedEvent]]
+    ) -> Awaitable[str | ParsedEvent] | None:
+        """Put an event that can go straight to the ledger into `ready`; otherwise return
+        the work it needs first (enrichment, or a settlement without the ledger)."""
         stored = claim.event
-        store = self.runtime.store
-        now = self.runtime.clock()
         provider = self.runtime.providers.get(stored.source)
         if provider is None:
             reason = f"unknown source {stored.source!r}: not in the configuration"
-            return await self._dead(claim, reason, now)
+            return self._dead(claim, reason, self.runtime.clock())
         if stored.type == UNPARSEABLE_TYPE:
             # Requeued without a re-parse: the raw body still has to go through the adapter.
             reason = stored.last_error or "unparseable delivery"
-            return await self._dead(claim, f"{reason} (re-parse it with `porteiro replay`)", now)
+            message = f"{reason} (re-parse it with `porteiro replay`)"
+            return self._dead(claim, message, self.runtime.clock())
         event = stored.parsed()
         if event.thin:
-            event = await provider.enrich(event, self.runtime.http)
+            return self._enrich(claim, provider, event)
         if not event.actionable:
-            reason = (
-                "no payment object" if event.object_id is None else f"kind other ({event.type})"
-            )
-            if not await store.ignore(claim, reason, now):
-                return self._claim_lost(claim)
-            self._log.info(
-                "event ignored", action="event.ignored", event_id=stored.id, reason=reason
-            )
-            return "ignored"
-        return await self._apply(claim, event, now)
+            return self._ignore(claim, event)
+        ready.append((claim, event))
+        return None
 
-    async def _apply(self, claim: Claim, event: ParsedEvent, now: datetime) -> str:
-        stored = claim.event
-        verdicts: list[str] = []
+    async def _guarded(
+        self,
+        claim: Claim,
+        work: Awaitable[str | ParsedEvent],
+        limit: asyncio.Semaphore,
+        ready: list[tuple[Claim, ParsedEvent]],
+        outcomes: dict[int, str],
+    ) -> None:
+        """Run `work` (at most `concurrency` at once); an enriched event joins `ready`, any
+        failure is retried, never fatal to the batch."""
+        try:
+            async with limit:
+                result = await work
+        except Exception as exc:
+            result = await self._fail(claim, exc)
+        if isinstance(result, ParsedEvent):
+            ready.append((claim, result))
+        else:
+            outcomes[claim.event.id] = result
 
-        def decide(current: Payment | None) -> Outcome:
-            outcome = ledger.apply(
-                current, source=stored.source, event_id=stored.id, event=event, at=now
-            )
-            verdicts.append(outcome.transition.verdict.value)
-            return outcome
+    async def _enrich(
+        self, claim: Claim, provider: Provider, event: ParsedEvent
+    ) -> str | ParsedEvent:
+        enriched = await provider.enrich(event, self.runtime.http)
+        return enriched if enriched.actionable else await self._ignore(claim, enriched)
 
-        if not await self.runtime.store.apply(claim, event, decide, now):
+    async def _ignore(self, claim: Claim, event: ParsedEvent) -> str:
+        reason = "no payment object" if event.object_id is None else f"kind other ({event.type})"
+        if not await self.runtime.store.ignore(claim, reason, self.runtime.clock()):
             return self._claim_lost(claim)
-        verdict = verdicts[-1] if verdicts else "applied"
         self._log.info(
-            "event processed",
-            action="event.processed",
-            event_id=stored.id,
-            source=stored.source,
-            kind=event.kind.value,
-            verdict=verdict,
+            "event ignored", action="event.ignored", event_id=claim.event.id, reason=reason
         )
-        return verdict
+        return "ignored"
+
+    async def _apply_batch(self, ready: Sequence[tuple[Claim, ParsedEvent]]) -> dict[int, str]:
+        now = self.runtime.clock()
+        verdicts: dict[int, str] = {}
+        batch = [
+            Application(claim, event, _decider(claim, event, now, verdicts))
+            for claim, event in ready
+        ]
+        try:
+            results = await self.runtime.store.apply_many(batch, now)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            # A database error in the batch (not a ledger error: those come back per event).
+            self._log.warning(
+                "batch apply failed, applying its events one by one",
+                action="worker.batch_failed",
+                events=len(batch),
+                error=error_text(exc),
+            )
+            results = await self._apply_each(batch, now)
+        outcomes: dict[int, str] = {}
+        for item, result in zip(batch, results, strict=True):
+            stored = item.claim.event
+            if result is True:
+                outcomes[stored.id] = verdict = verdicts.get(stored.id, "applied")
+                self._log.debug(
+                    "event processed",
+                    action="event.processed",
+                    event_id=stored.id,
+                    source=stored.source,
+                    kind=item.event.kind.value,
+                    verdict=verdict,
+                )
+            elif result is False:
+                outcomes[stored.id] = self._claim_lost(item.claim)
+            else:
+                outcomes[stored.id] = await self._fail(item.claim, result)
+        return outcomes
+
+    async def _apply_each(self, batch: Sequence[Application], now: datetime) -> list[Applied]:
+        """The fallback: one transaction per event, so one bad event fails alone."""
+        results: list[Applied] = []
+        for item in batch:
+            try:
+                results.append(
+                    await self.runtime.store.apply(item.claim, item.event, item.decide, now)
+                )
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def _count(self, claims: Sequence[Claim], outcomes: dict[int, str], elapsed: float) -> None:
+        """Metrics once per batch: one counter update per (source, outcome); each settled
+        event observes its batch's time (from claim to settled)."""
+        metrics = self.runtime.metrics
+        counts = Counter(
+            (claim.event.source, outcomes[claim.event.id])
+            for claim in claims
+            if claim.event.id in outcomes
+        )
+        sources: Counter[str] = Counter()
+        for (source, outcome), n in counts.items():
+            metrics.processed.labels(source, outcome).inc(n)
+            sources[source] += n
+        for source, n in sources.items():
+            histogram = metrics.processing_seconds.labels(source)
+            for _ in range(n):
+                histogram.observe(elapsed)
 
     async def _fail(self, claim: Claim, exc: Exception) -> str:
         stored = claim.event
@@ -231,16 +339,22 @@ class Worker:
         return "claim_lost"
 
 
-def group_by_payment(claims: Sequence[Claim]) -> list[list[Claim]]:
-    """Claims of one (source, object_id) in one group, in event id order; the groups run
-    concurrently, each group sequentially, so one payment never races itself."""
-    groups: dict[tuple[str, str | None, int], list[Claim]] = {}
-    for claim in sorted(claims, key=lambda c: c.event.id):
-        event = claim.event
-        # Events without an object are independent of each other: one group each.
-        alone = 0 if event.object_id is not None else event.id
-        groups.setdefault((event.source, event.object_id, alone), []).append(claim)
-    return list(groups.values())
+def _event_id(claim: Claim) -> int:
+    return claim.event.id
+
+
+def _decider(claim: Claim, event: ParsedEvent, now: datetime, verdicts: dict[int, str]) -> Decide:
+    """The ledger call for one event, noting its verdict for metrics and logs."""
+    stored = claim.event
+
+    def decide(current: Payment | None) -> Outcome:
+        outcome = ledger.apply(
+            current, source=stored.source, event_id=stored.id, event=event, at=now
+        )
+        verdicts[stored.id] = outcome.transition.verdict.value
+        return outcome
+
+    return decide
 
 
 async def _until(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:

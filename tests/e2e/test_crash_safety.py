@@ -88,7 +88,11 @@ def test_killed_worker_claims_come_back_and_apply_once(pg_url: str, tmp_path: Pa
         assert set(post_statuses(port, bodies)) == {200}
     assert status_counts(pg_url) == {"pending": 1000}
 
-    worker = porteiro(config, "worker", log=tmp_path / "worker1.log")
+    # Batches of 20 with a short pause after each claim: the run lasts long enough (at
+    # least 2.5 s) for the kill to land in the middle, however fast the worker is.
+    worker = porteiro(
+        config, "worker", "--debug-pause-after-claim", "0.05", log=tmp_path / "worker1.log"
+    )
     wait_until(lambda: status_counts(pg_url).get("done", 0) >= 200, 60, "200 events done")
     worker.kill(signal.SIGKILL)
     counts = status_counts(pg_url)

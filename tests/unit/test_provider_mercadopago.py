@@ -722,7 +722,8 @@ async def test_fetch_status(api: Api) -> None:
     )  # fmt: skip
     event = await adapter(api_base_url=api.url).fetch_status("31", api.http)
     assert event is not None and not event.thin
-    assert event.dedup_key == "reconcile:31:approved:partially_refunded"
+    # The refunded total is part of the key: a second partial refund is a new fact.
+    assert event.dedup_key == "reconcile:31:approved:partially_refunded:2000"
     assert (event.kind, event.refunded_total, event.reference) == (
         Kind.PAYMENT_PARTIALLY_REFUNDED, 2000, "r-31",
     )  # fmt: skip

@@ -8,7 +8,7 @@ import random
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -657,7 +657,8 @@ async def test_fetch_status_maps_the_cob(psp: Psp, status: str, kind: Kind) -> N
         "status": status,
         "chave": CHAVE,
         "valor": {"original": "110.00"},
-        "calendario": {"criacao": "2020-09-09T20:00:00Z", "expiracao": 3600},
+        # Created a minute ago with an hour to pay: not expired.
+        "calendario": {"criacao": _ago(minutes=1), "expiracao": 3600},
         "pix": paid,
     }
     event = await confirming(psp).fetch_status(TXID_1, psp.http)
@@ -671,6 +672,24 @@ async def test_fetch_status_maps_the_cob(psp: Psp, status: str, kind: Kind) -> N
     assert event.data["pix"] == ([E2E_1] if paid else [])
     with pytest.raises(GatewayError):
         await confirming(psp).fetch_status("unknowncob0000000000000000000", psp.http)
+
+
+def _ago(**delta: float) -> str:
+    return (datetime.now(UTC) - timedelta(**delta)).isoformat().replace("+00:00", "Z")
+
+
+async def test_fetch_status_reports_an_unpaid_cob_past_its_expiry_as_expired(psp: Psp) -> None:
+    psp.fake.cobs[TXID_1] = {
+        "txid": TXID_1,
+        "status": "ATIVA",  # BCB: an expired cob stays ATIVA; its calendar says it expired
+        "chave": CHAVE,
+        "valor": {"original": "110.00"},
+        "calendario": {"criacao": _ago(hours=2), "expiracao": 3600},
+        "pix": [],
+    }
+    event = await confirming(psp).fetch_status(TXID_1, psp.http)
+    assert event is not None
+    assert (event.dedup_key, event.kind) == (f"reconcile:{TXID_1}:expired", Kind.PAYMENT_EXPIRED)
 
 
 async def test_fetch_status_without_api_is_none() -> None:

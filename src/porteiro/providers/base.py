@@ -10,10 +10,10 @@ deliveries exactly as the gateway would.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -82,6 +82,34 @@ class Provider(Protocol):
         self, payment: SamplePayment, now: datetime, rng: random.Random
     ) -> Sequence[bytes]:
         """Realistic bodies for one payment's lifecycle, in the order they happened."""
+
+
+@runtime_checkable
+class SupportsWindow(Protocol):
+    """An adapter that can list what the gateway knows in a time window (reconciliation).
+
+    Event-level lists (Stripe `/v1/events`, Pix `GET /v2/pix`) yield the gateway's own
+    events with their usual dedup keys, so a missing webhook is found by its key.
+    Payment-level lists (Mercado Pago payment search, Pagar.me charges) yield one status
+    snapshot per payment, keyed `snapshot_key(object_id, ...)`. Raise GatewayError when
+    the gateway cannot be read."""
+
+    def list_window(
+        self, since: datetime, until: datetime, http: httpx.AsyncClient
+    ) -> AsyncIterator[ParsedEvent]: ...
+
+
+SNAPSHOT_PREFIX = "reconcile:"
+
+
+def snapshot_key(object_id: str, *parts: object) -> str:
+    """Dedup key of a status snapshot read from the gateway: the same state read twice is
+    one event; any change in the parts (status, refunded amount...) is a new one."""
+    return SNAPSHOT_PREFIX + ":".join([object_id, *("" if p is None else str(p) for p in parts)])
+
+
+def is_snapshot(event: ParsedEvent) -> bool:
+    return event.dedup_key.startswith(SNAPSHOT_PREFIX)
 
 
 ProviderFactory = Callable[[SourceConfig], Provider]

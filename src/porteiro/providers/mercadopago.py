@@ -23,9 +23,9 @@ import json
 import random
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -44,7 +44,14 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import (
+    Ack,
+    Provider,
+    SamplePayment,
+    SignedRequest,
+    register,
+    snapshot_key,
+)
 
 SIGNATURE_HEADER = "x-signature"
 REQUEST_ID_HEADER = "x-request-id"
@@ -55,6 +62,8 @@ MS_THRESHOLD = 10**11  # as seconds that is the year 5138; as ms, 1973
 CURRENCY_EXPONENTS: Mapping[str, int] = {
     "ARS": 2, "BRL": 2, "CLP": 0, "COP": 2, "MXN": 2, "PEN": 2, "UYU": 2, "USD": 2,
 }  # fmt: skip
+SEARCH_PAGE = 100
+MAX_PAGES = 10_000
 STATUS_KINDS: Mapping[str, Kind] = {
     "pending": Kind.PAYMENT_CREATED,
     "in_process": Kind.PAYMENT_CREATED,
@@ -173,10 +182,67 @@ class MercadoPagoProvider:
         if not self.source.api_key:
             return None
         resource = await self._get_payment(object_id, http)
+        return self._snapshot(resource, object_id)
+
+    async def list_window(
+        self, since: datetime, until: datetime, http: httpx.AsyncClient
+    ) -> AsyncIterator[ParsedEvent]:
+        """One status snapshot per payment created in [since, until)
+        (`GET /v1/payments/search`, `range=date_created`, oldest first)."""
+        if not self.source.api_key:
+            raise GatewayError(f"source {self.source.name!r}: no api_key to search payments")
+        params: dict[str, str | int] = {
+            "range": "date_created",
+            "begin_date": since.astimezone(UTC).isoformat(timespec="milliseconds"),
+            "end_date": until.astimezone(UTC).isoformat(timespec="milliseconds"),
+            "criteria": "asc",
+            "limit": SEARCH_PAGE,
+        }
+        for page in range(MAX_PAGES):
+            body = await self._search({**params, "offset": page * SEARCH_PAGE}, http)
+            results = body.get("results")
+            if not isinstance(results, list):
+                raise GatewayError("mercadopago payments search: no results list")
+            for resource in results:
+                if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
+                    raise GatewayError("mercadopago payments search: a payment without status")
+                created = _lenient_time(resource.get("date_created"))
+                if created is not None and not since <= created < until:
+                    continue  # the search's bounds are inclusive
+                yield self._snapshot(resource, str(resource.get("id")))
+            paging = body.get("paging")
+            total = paging.get("total") if isinstance(paging, dict) else None
+            if not results or not isinstance(total, int) or (page + 1) * SEARCH_PAGE >= total:
+                return
+        raise GatewayError(f"mercadopago payments search: more than {MAX_PAGES} pages")
+
+    def _snapshot(self, resource: Mapping[str, Any], object_id: str) -> ParsedEvent:
         status, detail = resource.get("status"), resource.get("status_detail")
-        key = f"reconcile:{object_id}:{status}:{detail or ''}"
-        event = payment_event(resource, object_id, key, self.exponents)
-        return replace(event, data={**event.data, "origin": "reconcile"})
+        event = payment_event(resource, object_id, "", self.exponents)
+        # A new refund total is a new fact: several partial refunds must not collide.
+        refunded = event.refunded_total if event.refunded_total else None
+        key = snapshot_key(object_id, status, detail or "", *((refunded,) if refunded else ()))
+        return replace(event, dedup_key=key, data={**event.data, "origin": "reconcile"})
+
+    async def _search(
+        self, params: Mapping[str, str | int], http: httpx.AsyncClient
+    ) -> Mapping[str, Any]:
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        what = "mercadopago GET /v1/payments/search"
+        headers = {"authorization": f"Bearer {self.source.api_key}", "accept": "application/json"}
+        try:
+            response = await http.get(f"{base}/v1/payments/search", params=params, headers=headers)
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise GatewayError(f"{what}: HTTP {response.status_code}")
+        try:
+            body = json.loads(response.content, parse_float=Decimal)
+        except (ValueError, RecursionError) as exc:
+            raise GatewayError(f"{what}: answer is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise GatewayError(f"{what}: expected a JSON object")
+        return body
 
     async def _get_payment(self, payment_id: str, http: httpx.AsyncClient) -> dict[str, Any]:
         if not self.source.api_key:

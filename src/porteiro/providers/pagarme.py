@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,14 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import (
+    Ack,
+    Provider,
+    SamplePayment,
+    SignedRequest,
+    register,
+    snapshot_key,
+)
 from porteiro.providers.jwks import JwksCache
 
 ASYMMETRIC_HEADER = "x-webhook-asymmetric-signature"
@@ -92,6 +99,8 @@ STATUS_KINDS: Mapping[str, Kind] = {
     "canceled": Kind.PAYMENT_CANCELED,
     "chargedback": Kind.DISPUTE_LOST,
 }
+CHARGES_PAGE = 100  # the API's largest `size`
+MAX_PAGES = 10_000
 _HUB_ALGORITHMS = ("sha1", "sha256")
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -189,21 +198,61 @@ class PagarmeProvider:
         """The order's (or a `ch_` charge's) current status; None without an api_key."""
         if not self.source.api_key:
             return None
-        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
         collection = "charges" if object_id.startswith("ch_") else "orders"
+        resource = await self._get(f"{collection}/{object_id}", {}, http)
+        if not isinstance(resource.get("status"), str):
+            raise GatewayError(f"pagarme {collection}/{object_id}: no status in the answer")
+        return _status_event(object_id, collection, resource)
+
+    async def list_window(
+        self, since: datetime, until: datetime, http: httpx.AsyncClient
+    ) -> AsyncIterator[ParsedEvent]:
+        """One status snapshot per charge created in [since, until) (`GET /charges`),
+        filed under its order like the webhooks."""
+        if not self.source.api_key:
+            raise GatewayError(f"source {self.source.name!r}: no api_key to list charges")
+        params: dict[str, str | int] = {
+            "created_since": since.astimezone(UTC).isoformat(),
+            "created_until": until.astimezone(UTC).isoformat(),
+            "size": CHARGES_PAGE,
+        }
+        for page in range(1, MAX_PAGES + 1):
+            body = await self._get("charges", {**params, "page": page}, http)
+            data = body.get("data")
+            if not isinstance(data, list):
+                raise GatewayError("pagarme GET charges: no data list in the answer")
+            for charge in data:
+                if not isinstance(charge, dict) or not isinstance(charge.get("status"), str):
+                    raise GatewayError("pagarme GET charges: a charge without status")
+                created = fields.opt_rfc3339(charge.get("created_at"), field="created_at")
+                if created is not None and not since <= created < until:
+                    continue  # the API's bounds are inclusive
+                order = charge.get("order")
+                order_id = order.get("id") if isinstance(order, dict) else None
+                object_id = order_id if isinstance(order_id, str) else str(charge.get("id"))
+                yield _status_event(object_id, "charges", charge)
+            paging = body.get("paging")
+            if not data or not isinstance(paging, dict) or not paging.get("next"):
+                return
+        raise GatewayError(f"pagarme GET charges: more than {MAX_PAGES} pages")
+
+    async def _get(
+        self, path: str, params: Mapping[str, str | int], http: httpx.AsyncClient
+    ) -> Mapping[str, Any]:
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
         try:
             response = await http.get(
-                f"{base}/{collection}/{object_id}", auth=(self.source.api_key, "")
+                f"{base}/{path}", params=params, auth=(self.source.api_key or "", "")
             )
             response.raise_for_status()
             resource = response.json()
         except httpx.HTTPError as exc:
-            raise GatewayError(f"pagarme GET {collection}/{object_id} failed: {exc}") from exc
+            raise GatewayError(f"pagarme GET {path} failed: {exc}") from exc
         except ValueError as exc:
-            raise GatewayError(f"pagarme {collection}/{object_id}: not JSON: {exc}") from exc
-        if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
-            raise GatewayError(f"pagarme {collection}/{object_id}: no status in the answer")
-        return _status_event(object_id, collection, resource)
+            raise GatewayError(f"pagarme GET {path}: not JSON: {exc}") from exc
+        if not isinstance(resource, dict):
+            raise GatewayError(f"pagarme GET {path}: expected a JSON object")
+        return resource
 
     # -- simulation ---------------------------------------------------------------------
 
@@ -362,6 +411,8 @@ def _legacy_event(body: Mapping[str, Any]) -> ParsedEvent:
 
 
 def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) -> ParsedEvent:
+    """A status snapshot of an order or a charge. Pagar.me calls a refund a cancellation:
+    a paid charge with a `canceled_amount` is (partially) refunded, not canceled."""
     status = str(resource["status"])
     updated = resource.get("updated_at")
     try:
@@ -369,19 +420,44 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
         amount = fields.opt_int(resource, "amount")
         currency = fields.opt_str(resource, "currency")
         reference = fields.opt_str(resource, "code")
+        refunded = _refunded(resource)
     except ParseError as exc:
         raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
+    kind = STATUS_KINDS.get(status, Kind.OTHER)
+    data: dict[str, Any] = {"origin": "reconcile", "status": status}
+    refunded_total = None
+    if refunded:
+        full = amount is not None and refunded >= amount
+        kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
+        data["payment_amount"] = amount
+        refunded_total, amount = refunded, None
     return ParsedEvent(
-        dedup_key=f"reconcile:{object_id}:{status}",
-        kind=STATUS_KINDS.get(status, Kind.OTHER),
+        # `:refunded:{total}` once money came back: each new refund total is a new fact.
+        dedup_key=snapshot_key(object_id, status, *(("refunded", refunded) if refunded else ())),
+        kind=kind,
         type=f"{collection[:-1]}.{status}",
         object_id=object_id,
         reference=reference,
         amount=amount,
         currency=currency.upper() if currency else None,
         occurred_at=occurred,
-        data={"origin": "reconcile"},
+        refunded_total=refunded_total,
+        data=data,
     )
+
+
+def _refunded(resource: Mapping[str, Any]) -> int:
+    """Money given back: `canceled_amount` of the charges that were paid (an order's
+    `charges`, or the charge itself). Canceling an unpaid charge refunds nothing."""
+    charges = resource.get("charges")
+    items = [c for c in charges if isinstance(c, dict)] if isinstance(charges, list) else [resource]
+    total = 0
+    for charge in items:
+        canceled = fields.opt_int(charge, "canceled_amount") or 0
+        paid = fields.opt_int(charge, "paid_amount") or 0
+        if canceled and (paid or charge.get("paid_at")):
+            total += canceled
+    return total
 
 
 # -- samples ----------------------------------------------------------------------------

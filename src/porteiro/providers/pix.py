@@ -18,25 +18,27 @@ went to someone else). Two defences, both on by default:
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from porteiro.config import SourceConfig
+from porteiro.config import DEFAULT_RECONCILE_GRACE_SECONDS, SourceConfig
 from porteiro.errors import ConfigError, GatewayError, NonRetryable, ParseError
+from porteiro.gateway_http import GatewayPolicy
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields, pix_auth, pix_samples
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
-from porteiro.providers.pix_api import PixApi, client_tls
+from porteiro.providers.pix_api import MAX_PAGES, PixApi, client_tls
 from porteiro.providers.pix_payload import (
     CURRENCY,
     delivery_events,
     format_valor,
+    item_events,
     load_items,
     minor_units,
     paid_event,
@@ -53,10 +55,23 @@ COB_KINDS: Mapping[str, Kind] = {
 
 
 class PixProvider:
-    """Pix callbacks for one source (one PSP account and its keys)."""
+    """Pix callbacks for one source (one PSP account and its keys).
 
-    def __init__(self, source: SourceConfig) -> None:
+    `clock` tells when a cob lapsed (the BCB has no "expired" status: an `ATIVA` cob past
+    `calendario.criacao + expiracao` + `reconcile_grace_seconds` is reported expired).
+    The window list (`GET /v2/pix`) only holds money that moved: `window_scope` tells the
+    reconciler not to call an unpaid cob "unknown to the gateway"."""
+
+    window_scope = "money"
+
+    def __init__(
+        self, source: SourceConfig, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.source = source
+        self.clock = clock or _utc_now
+        self.grace = timedelta(
+            seconds=source.option_number("reconcile_grace_seconds", DEFAULT_RECONCILE_GRACE_SECONDS)
+        )
         self.keys = frozenset(_str_list(source, "keys"))
         self.confirm = _opt_bool(source, "confirm", default=True)
         self.auth = build_auth(source)
@@ -106,7 +121,33 @@ class PixProvider:
         cob = await self.api.get_cob(object_id, http)
         if cob is None:
             raise GatewayError(f"the PSP does not know cob {object_id}")
-        return cob_status_event(object_id, cob)
+        return cob_status_event(object_id, cob, now=self.clock(), grace=self.grace)
+
+    async def list_window(
+        self, since: datetime, until: datetime, http: httpx.AsyncClient
+    ) -> AsyncIterator[ParsedEvent]:
+        """Every Pix received in [since, until) (`GET /v2/pix?inicio&fim`, paginated),
+        with its devoluções: the callbacks' own events (endToEndId, `{rtrId}:{status}`).
+        Read from the PSP's API, so already confirmed."""
+        if self.api is None:
+            raise GatewayError(
+                f"source {self.source.name!r}: listing Pix needs api_base_url, client_id "
+                "and client_secret"
+            )
+        inicio, fim = since.astimezone(UTC).isoformat(), until.astimezone(UTC).isoformat()
+        for page in range(MAX_PAGES):
+            body = await self.api.list_pix(inicio, fim, page, http)
+            items = body.get("pix")
+            if not isinstance(items, list):
+                raise GatewayError("GET /v2/pix: no pix list in the answer")
+            for index, item in enumerate(items):
+                if not isinstance(item, dict):
+                    raise GatewayError(f"GET /v2/pix: pix[{index}] is not an object")
+                for event in _listed_events(item, self.keys, since, until):
+                    yield event
+            if page + 1 >= _pages(body):
+                return
+        raise GatewayError(f"GET /v2/pix: more than {MAX_PAGES} pages")
 
     async def aclose(self) -> None:
         """Close the dedicated API client (the one holding our client certificate)."""
@@ -173,7 +214,16 @@ def confirmed(event: ParsedEvent, answer: Mapping[str, Any], keys: frozenset[str
     return replace(fact, data={**fact.data, "confirmed": True})
 
 
-def cob_status_event(txid: str, cob: Mapping[str, Any]) -> ParsedEvent:
+def cob_status_event(
+    txid: str,
+    cob: Mapping[str, Any],
+    *,
+    now: datetime | None = None,
+    grace: timedelta = timedelta(0),
+) -> ParsedEvent:
+    """The cob's state. Expiry is no status in the BCB spec: an `ATIVA` cob past
+    `calendario.criacao + expiracao + grace` (with `now` given) is `payment.expired`,
+    dated at its expiry."""
     status = cob.get("status")
     if not isinstance(status, str) or not status:
         raise GatewayError(f"cob {txid}: no status in the PSP's answer")
@@ -181,18 +231,23 @@ def cob_status_event(txid: str, cob: Mapping[str, Any]) -> ParsedEvent:
     valor = cob.get("valor")
     original = valor.get("original") if isinstance(valor, dict) else None
     calendario = cob.get("calendario")
-    created = calendario.get("criacao") if isinstance(calendario, dict) else None
+    calendario = calendario if isinstance(calendario, dict) else {}
+    created = calendario.get("criacao")
     moment = pix[-1].get("horario") if status == "CONCLUIDA" and pix else created
     try:
         amount = None if original is None else minor_units(original, where="valor.original")
         occurred = fields.opt_rfc3339(moment, field="horario")
+        expires = _expiry(calendario)
     except ParseError as exc:
         raise GatewayError(f"cob {txid}: {exc}") from None
+    kind, label = COB_KINDS.get(status, Kind.OTHER), status
+    if status == "ATIVA" and now is not None and expires is not None and now > expires + grace:
+        kind, label, occurred = Kind.PAYMENT_EXPIRED, "expired", expires
     e2eids = [item["endToEndId"] for item in pix if isinstance(item.get("endToEndId"), str)]
     return ParsedEvent(
-        dedup_key=f"reconcile:{txid}:{status}",
-        kind=COB_KINDS.get(status, Kind.OTHER),
-        type=f"cob.{status}",
+        dedup_key=f"reconcile:{txid}:{label}",
+        kind=kind,
+        type=f"cob.{label}",
         object_id=txid,
         reference=txid,
         amount=amount,
@@ -201,6 +256,38 @@ def cob_status_event(txid: str, cob: Mapping[str, Any]) -> ParsedEvent:
         # No settlement id: the cob's Pix are facts of their own (and paid twice, if so).
         data={"origin": "reconcile", "status": status, "pix": e2eids},
     )
+
+
+def _expiry(calendario: Mapping[str, Any]) -> datetime | None:
+    created = fields.opt_rfc3339(calendario.get("criacao"), field="calendario.criacao")
+    seconds = calendario.get("expiracao", 86400)  # the BCB default: one day
+    if created is None or isinstance(seconds, bool) or not isinstance(seconds, int):
+        return None
+    return created + timedelta(seconds=seconds)
+
+
+def _listed_events(
+    item: Mapping[str, Any], keys: frozenset[str], since: datetime, until: datetime
+) -> list[ParsedEvent]:
+    try:
+        events = item_events(item, keys, thin=False, where="GET /v2/pix item")
+    except ParseError as exc:
+        raise GatewayError(str(exc)) from None
+    paid = events[0]
+    if paid.occurred_at is not None and not since <= paid.occurred_at < until:
+        return []  # the list's bounds are inclusive
+    return [replace(e, data={**e.data, "confirmed": True, "origin": "reconcile"}) for e in events]
+
+
+def _pages(body: Mapping[str, Any]) -> int:
+    parametros = body.get("parametros")
+    paginacao = parametros.get("paginacao") if isinstance(parametros, dict) else None
+    pages = paginacao.get("quantidadeDePaginas") if isinstance(paginacao, dict) else None
+    return pages if isinstance(pages, int) and not isinstance(pages, bool) else 1
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 # -- configuration ----------------------------------------------------------------------
@@ -249,7 +336,8 @@ def _build_api(source: SourceConfig) -> PixApi | None:
         source.option_str("api_ca_file"),
         what=f"source {source.name!r}",
     )
-    return PixApi(source.api_base_url, client_id, client_secret, tls=tls)
+    policy = GatewayPolicy.for_source(source)
+    return PixApi(source.api_base_url, client_id, client_secret, tls=tls, policy=policy)
 
 
 def _hmac_tokens(source: SourceConfig) -> tuple[str, ...]:

@@ -1,12 +1,13 @@
 """A small client for a PSP's API Pix: OAuth2 client credentials, `GET /v2/pix/{e2eid}`,
-`GET /v2/cob/{txid}`.
+`GET /v2/cob/{txid}`, `GET /v2/pix?inicio&fim` (paginated, for window audits).
 
 The token comes from `POST {base}/oauth/token` (HTTP basic auth `client_id:client_secret`,
 `{"grant_type": "client_credentials"}`) and is cached until shortly before it expires;
 one refetch is tried when the API answers 401 (the PSP revoked it early). PSPs such as Efí
 also require the caller's own client certificate on every call: with `client_cert_file`
 the client uses a dedicated httpx client holding that certificate (the runtime's shared
-client has none), built lazily inside the running event loop and closed by `aclose`.
+client has none), built lazily inside the running event loop and closed by `aclose`;
+it goes through porteiro.gateway_http (rate limit, retries of 429/5xx) with `policy`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from urllib.parse import quote
 import httpx
 
 from porteiro.errors import ConfigError, GatewayError
+from porteiro.gateway_http import GatewayPolicy, GatewayTransport
 
 TOKEN_PATH = "/oauth/token"
 DEFAULT_TOKEN_SECONDS = 3600
+PIX_PAGE = 1000  # itensPorPagina: the largest page PSPs accept
+MAX_PAGES = 10_000  # a bound on any window listing
 # Refresh this long before the PSP's expiry, so a token never dies in flight.
 TOKEN_MARGIN_SECONDS = 60.0
 
@@ -39,8 +43,10 @@ class PixApi:
         *,
         tls: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.monotonic,
+        policy: GatewayPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._policy = policy or GatewayPolicy()
         self._auth = (client_id, client_secret)
         self._tls = tls
         self._clock = clock
@@ -58,18 +64,37 @@ class PixApi:
         """The cob (immediate charge) with its status and Pix, or None (404)."""
         return await self._get(f"/v2/cob/{quote(txid, safe='')}", http)
 
+    async def list_pix(
+        self, inicio: str, fim: str, page: int, http: httpx.AsyncClient
+    ) -> Mapping[str, Any]:
+        """One page (from 0) of the Pix received in [inicio, fim] (RFC 3339)."""
+        params = {
+            "inicio": inicio,
+            "fim": fim,
+            "paginacao.paginaAtual": str(page),
+            "paginacao.itensPorPagina": str(PIX_PAGE),
+        }
+        found = await self._get("/v2/pix", http, params)
+        if found is None:
+            raise GatewayError("GET /v2/pix: 404")
+        return found
+
     async def aclose(self) -> None:
         if self._own is not None:
             await self._own.aclose()
             self._own = None
 
-    async def _get(self, path: str, http: httpx.AsyncClient) -> Mapping[str, Any] | None:
+    async def _get(
+        self, path: str, http: httpx.AsyncClient, params: Mapping[str, str] | None = None
+    ) -> Mapping[str, Any] | None:
         client = self._client(http)
         url = self.base_url + path
         for attempt in (1, 2):
             token = await self._access_token(client)
             try:
-                response = await client.get(url, headers={"authorization": f"Bearer {token}"})
+                response = await client.get(
+                    url, params=params, headers={"authorization": f"Bearer {token}"}
+                )
             except httpx.HTTPError as exc:
                 raise GatewayError(f"GET {path} failed: {exc}") from exc
             if response.status_code == 401 and attempt == 1:
@@ -118,8 +143,10 @@ class PixApi:
         if self._tls is None:
             return shared
         if self._own is None:
+            inner = httpx.AsyncHTTPTransport(verify=self._tls)
             self._own = httpx.AsyncClient(
-                verify=self._tls, timeout=httpx.Timeout(10.0, connect=3.0)
+                transport=GatewayTransport(inner, self._policy),
+                timeout=httpx.Timeout(self._policy.timeout_seconds, connect=3.0),
             )
         return self._own
 

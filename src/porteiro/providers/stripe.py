@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -40,6 +40,7 @@ from porteiro.errors import (
     SignatureMismatch,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.observability import logger
 from porteiro.providers import fields, signing
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 
@@ -75,6 +76,8 @@ STATUS_KINDS: Mapping[str, Kind] = {
     "requires_confirmation": Kind.PAYMENT_CREATED,
     "requires_action": Kind.PAYMENT_CREATED,
 }
+EVENTS_PAGE = 100  # Stripe's maximum `limit`
+MAX_PAGES = 10_000  # a bound on any window listing (a million events)
 # Ids of objects that are not PaymentIntents (object-id fallbacks): no status read.
 _NOT_INTENTS = ("ch_", "py_", "cs_")
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -141,6 +144,42 @@ class StripeProvider:
 
     async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
         return event  # snapshot events carry the object's state
+
+    async def list_window(
+        self, since: datetime, until: datetime, http: httpx.AsyncClient
+    ) -> AsyncIterator[ParsedEvent]:
+        """Every event of `GET /v1/events` created in [since, until), newest first, as
+        the snapshot events the webhooks would have carried (same `evt_` dedup keys).
+        Stripe keeps events for 30 days."""
+        if not self.source.api_key:
+            raise GatewayError(f"source {self.source.name!r}: no api_key to list events")
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        params: dict[str, str | int] = {
+            "created[gte]": int(since.timestamp()),
+            "created[lt]": -(-int(until.timestamp() * 1_000_000) // 1_000_000),  # ceil
+            "limit": EVENTS_PAGE,
+        }
+        headers = {"authorization": f"Bearer {self.source.api_key}"}
+        for _ in range(MAX_PAGES):
+            page = await _get_json(http, f"{base}/v1/events", params, headers, "events")
+            data = page.get("data")
+            if not isinstance(data, list):
+                raise GatewayError("stripe GET events: no data list in the answer")
+            for body in data:
+                try:
+                    yield _event(body, self.reference_keys)
+                except (ParseError, AttributeError) as exc:
+                    logger().warning(
+                        "unusable event in the events list", action="reconcile.unusable_event",
+                        source=self.source.name, error=str(exc),
+                    )  # fmt: skip
+            if not page.get("has_more") or not data:
+                return
+            last = data[-1].get("id") if isinstance(data[-1], dict) else None
+            if not isinstance(last, str):
+                raise GatewayError("stripe GET events: an event without id")
+            params["starting_after"] = last
+        raise GatewayError(f"stripe GET events: more than {MAX_PAGES} pages")
 
     async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
         """The PaymentIntent's status (latest charge expanded for refunds); None without
@@ -297,6 +336,8 @@ def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -
     charge = intent.get("latest_charge")
     refunded = fields.opt_int(charge, "amount_refunded") if isinstance(charge, dict) else None
     dedup_key = f"reconcile:{object_id}:{status}"
+    if _failed(intent):
+        kind, dedup_key = Kind.PAYMENT_FAILED, f"{dedup_key}:failed"
     if refunded:  # an expanded latest charge with refunds: report the cumulative total
         full = amount is not None and refunded >= amount
         kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
@@ -309,7 +350,9 @@ def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -
     return ParsedEvent(
         dedup_key=dedup_key,
         kind=kind,
-        type=f"payment_intent.{status}",
+        type="payment_intent.payment_failed"
+        if kind is Kind.PAYMENT_FAILED
+        else f"payment_intent.{status}",
         object_id=object_id,
         reference=_reference(intent, DEFAULT_REFERENCE_KEYS),
         amount=amount,
@@ -318,6 +361,36 @@ def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -
         refunded_total=refunded or None,
         data={"origin": "reconcile", "status": status},
     )
+
+
+async def _get_json(
+    http: httpx.AsyncClient,
+    url: str,
+    params: Mapping[str, str | int],
+    headers: Mapping[str, str],
+    what: str,
+) -> Mapping[str, Any]:
+    try:
+        response = await http.get(url, params=params, headers=headers)
+        response.raise_for_status()
+        body = response.json()
+    except httpx.HTTPError as exc:
+        raise GatewayError(f"stripe GET {what} failed: {exc}") from exc
+    except ValueError as exc:
+        raise GatewayError(f"stripe GET {what}: not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise GatewayError(f"stripe GET {what}: expected a JSON object")
+    return body
+
+
+def _failed(intent: Mapping[str, Any]) -> bool:
+    """A declined intent goes back to `requires_payment_method`, which alone reads as
+    pending: its `last_payment_error` or failed latest charge says it failed."""
+    if intent.get("status") != "requires_payment_method":
+        return False
+    charge = intent.get("latest_charge")
+    charge_failed = isinstance(charge, dict) and charge.get("status") == "failed"
+    return charge_failed or bool(intent.get("last_payment_error"))
 
 
 def _ref(obj: Mapping[str, Any], key: str) -> str | None:

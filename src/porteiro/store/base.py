@@ -82,6 +82,20 @@ class Page(Generic[T]):
 Decide = Callable[[Payment | None], Outcome]
 
 
+@dataclass(frozen=True, slots=True)
+class Application:
+    """One claimed event for `apply_many`: the event as enriched, and its ledger call."""
+
+    claim: Claim
+    event: ParsedEvent
+    decide: Decide
+
+
+# What `apply_many` did with one Application: True applied, False claim lost (nothing
+# changed), or the exception its `decide` (or its own writes) raised (nothing of it kept).
+Applied = bool | Exception
+
+
 class Store(Protocol):
     async def open(self) -> None:
         """Connect (pools, pragmas). Does not migrate."""
@@ -130,6 +144,14 @@ class Store(Protocol):
         from `event` (enrichment), lock (or create) the payment row of
         (source, event.object_id), call `decide`, persist the payment and the transition,
         mark the event done. Returns False, changing nothing, if the claim was lost."""
+
+    async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
+        """`apply` for a batch in ONE transaction (one commit, one fsync), each event still
+        fenced by its own claim token. Payments are locked in (source, object_id) order, so
+        concurrent batches never deadlock; events of one payment apply in batch order, each
+        `decide` seeing the payment as the previous one left it. An event whose `decide`
+        raises (or has no object_id) gets its exception back and leaves no trace; the
+        others still commit. Raises, committing nothing, when the transaction fails."""
 
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
         """Fenced: mark the claimed event `ignored` with the reason."""

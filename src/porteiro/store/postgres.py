@@ -38,9 +38,11 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
-from porteiro.store import pg_batch, rows
+from porteiro.store import pg_apply, pg_batch, rows
 from porteiro.store import pg_queries as q
 from porteiro.store.base import (
+    Application,
+    Applied,
     Claim,
     Decide,
     EventFilter,
@@ -50,6 +52,9 @@ from porteiro.store.base import (
 )
 from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import load_migrations
+from porteiro.store.pg_client import IdempotencyPgMixin
+from porteiro.store.pg_outbox import OutboxPostgresMixin
+from porteiro.store.pg_reconcile import ReconcilePostgresMixin
 
 Connection = AsyncConnection[DictRow]
 BATCH_TIMEOUT_SECONDS = 5.0
@@ -61,7 +66,7 @@ class _ClaimLost(Exception):
     """Raised inside `apply` to roll back when the fencing update matched nothing."""
 
 
-class PostgresStore:
+class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMixin):
     def __init__(
         self,
         conninfo: str,
@@ -342,16 +347,22 @@ class PostgresStore:
             return False
         return True
 
+    async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
+        if not batch:
+            return []
+        async with self._connection() as conn:
+            return await pg_apply.apply_many(conn, batch, now)
+
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.IGNORED, reason, None, now)
+        return await self._settle_event(claim, EventStatus.IGNORED, reason, None, now)
 
     async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.RETRYING, error, at, now)
+        return await self._settle_event(claim, EventStatus.RETRYING, error, at, now)
 
     async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.DEAD, error, None, now)
+        return await self._settle_event(claim, EventStatus.DEAD, error, None, now)
 
-    async def _settle(
+    async def _settle_event(
         self, claim: Claim, status: EventStatus, error: str, at: datetime | None, now: datetime
     ) -> bool:
         params = {

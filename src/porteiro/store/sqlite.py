@@ -37,6 +37,8 @@ from porteiro.model import (
 from porteiro.store import rows
 from porteiro.store import sqlite_sql as q
 from porteiro.store.base import (
+    Application,
+    Applied,
     Claim,
     Decide,
     EventFilter,
@@ -46,6 +48,10 @@ from porteiro.store.base import (
 )
 from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import load_migrations
+from porteiro.store.sqlite_apply import apply_many, apply_one
+from porteiro.store.sqlite_client import IdempotencySqliteMixin
+from porteiro.store.sqlite_outbox import OutboxSqliteMixin
+from porteiro.store.sqlite_reconcile import ReconcileSqliteMixin
 
 _PREFIX = "sqlite:///"
 _OPTIONS = {"quarantine_limit", "busy_timeout", "batch_max", "batch_linger_ms"}
@@ -64,7 +70,7 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore:
+class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixin):
     def __init__(
         self,
         path: str,
@@ -252,23 +258,23 @@ class SqliteStore:
     async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
         if event.object_id is None:
             raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
-        stamp = rows.encode_time(now)
-        params = q.event_params(event, claim.event.source, 0, stamp)
-        params.update(id=claim.event.id, token=claim.token)
-        return await self._write(
-            _apply, params, (claim.event.source, event.object_id), decide, stamp
-        )
+        return await self._write(apply_one, claim, event, decide, rows.encode_time(now))
+
+    async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
+        if not batch:
+            return []
+        return await self._write(apply_many, batch, rows.encode_time(now))
 
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.IGNORED, reason, None, now)
+        return await self._settle_event(claim, EventStatus.IGNORED, reason, None, now)
 
     async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.RETRYING, error, at, now)
+        return await self._settle_event(claim, EventStatus.RETRYING, error, at, now)
 
     async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
-        return await self._settle(claim, EventStatus.DEAD, error, None, now)
+        return await self._settle_event(claim, EventStatus.DEAD, error, None, now)
 
-    async def _settle(
+    async def _settle_event(
         self, claim: Claim, status: EventStatus, error: str, at: datetime | None, now: datetime
     ) -> bool:
         params = {
@@ -454,36 +460,6 @@ def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[Reco
 def _quarantine(db: sqlite3.Connection, params: tuple[Any, ...], limit: int) -> None:
     db.execute(q.INSERT_QUARANTINE, params)
     db.execute(q.TRIM_QUARANTINE, (limit,))
-
-
-def _apply(
-    db: sqlite3.Connection,
-    params: dict[str, Any],
-    key: tuple[str, str],
-    decide: Decide,
-    stamp: str,
-) -> bool:
-    if db.execute(q.APPLY_EVENT, params).rowcount == 0:
-        return False
-    current = db.execute(q.GET_PAYMENT, key).fetchone()
-    outcome = decide(None if current is None else rows.payment_from_row(current))
-    payment, transition = outcome.payment, outcome.transition
-    if (payment.source, payment.object_id) != key:
-        raise ValueError(f"decide returned payment {payment.object_id!r} for {key!r}")
-    db.execute(q.UPSERT_PAYMENT, q.payment_params(payment, stamp))
-    db.execute(
-        q.INSERT_TRANSITION,
-        (
-            *key,
-            transition.event_id,
-            transition.from_state,
-            transition.to_state,
-            transition.verdict,
-            transition.note,
-            rows.encode_time(transition.at),
-        ),
-    )
-    return True
 
 
 def _reparsed(

@@ -1,0 +1,56 @@
+"""Admin API for reconciliation reports (behind the admin token of porteiro.api).
+
+GET /api/reconciliation/reports?source=&limit=   newest first, summaries only
+GET /api/reconciliation/reports/{id}              one report with its findings
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from porteiro.api import AdminApi, json_response, parse_limit
+from porteiro.receiver import json_error
+from porteiro.runtime import Runtime
+from porteiro.store.reconcile import StoredReport, reconcile_store
+
+
+def reconcile_routes(runtime: Runtime) -> list[Route]:
+    guard = AdminApi(runtime)._guard  # the admin token check, shared with /api
+
+    async def list_reports(request: Request) -> Response:
+        params = request.query_params
+        limit = parse_limit(params.get("limit"))
+        reports = await reconcile_store(runtime.store).latest_reports(
+            params.get("source") or None, limit
+        )
+        return json_response({"items": [_report(r, full=False) for r in reports]})
+
+    async def show_report(request: Request) -> Response:
+        report = await reconcile_store(runtime.store).get_report(int(request.path_params["id"]))
+        if report is None:
+            return json_error(404, "no such report")
+        return json_response(_report(report, full=True))
+
+    return [
+        Route("/api/reconciliation/reports", guard(list_reports), methods=["GET"]),
+        Route("/api/reconciliation/reports/{id:int}", guard(show_report), methods=["GET"]),
+    ]
+
+
+def _report(report: StoredReport, *, full: bool) -> dict[str, Any]:
+    head = {
+        "id": report.id,
+        "source": report.source,
+        "kind": report.kind,
+        "created_at": report.created_at.isoformat(),
+        "since": None if report.since is None else report.since.isoformat(),
+        "until": None if report.until is None else report.until.isoformat(),
+        "summary": dict(report.summary),
+    }
+    if full:
+        head["report"] = dict(report.body)
+    return head

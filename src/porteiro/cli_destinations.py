@@ -1,0 +1,204 @@
+"""`porteiro destinations ...` (operate merchant delivery) and `porteiro relay` (run the
+relays standalone). Registered on the main CLI by cli.py.
+
+Self-contained on purpose (no import of porteiro.cli, which imports this module): the
+configuration is read here from the root command's --config, like every command does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from porteiro.config import Config, load_config
+from porteiro.runtime import utc_now
+from porteiro.sinks import operations
+from porteiro.store import open_store
+from porteiro.store.outbox import OutboxStatus, OutboxStore, outbox_store
+
+T = TypeVar("T")
+
+
+def _config(ctx: click.Context) -> Config:
+    return load_config(ctx.find_root().params.get("config_path"), os.environ)
+
+
+@asynccontextmanager
+async def _outbox(config: Config, *, migrate: bool = False) -> AsyncIterator[OutboxStore]:
+    store = open_store(config.store_url, quarantine_limit=config.quarantine_limit)
+    await store.open()
+    try:
+        if migrate:
+            await store.upgrade()
+        yield outbox_store(store)
+    finally:
+        await store.close()
+
+
+def _run(config: Config, work: Callable[[OutboxStore], Awaitable[T]]) -> T:
+    async def run() -> T:
+        async with _outbox(config) as store:
+            return await work(store)
+
+    return asyncio.run(run())
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _json_line(value: object) -> None:
+    click.echo(orjson.dumps(value).decode())
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON lines on stdout")
+
+
+@click.group()
+def destinations() -> None:
+    """Merchant delivery: destinations, their outbox and dead letters."""
+
+
+@destinations.command("list")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, as_json: bool) -> None:
+    """Every configured destination with its state and backlog."""
+    config = _config(ctx)
+    views = _run(config, lambda store: operations.overview(store, config.destinations))
+    if as_json:
+        for view in views:
+            _json_line(operations.view_to_json(view))
+        return
+    table = Table("name", "transport", "status", "pending", "delivering", "done", "dead")
+    table.add_column("target / reason", overflow="fold")
+    for view in views:
+        backlog = view.backlog
+        note = view.state.disabled_reason or view.target
+        if view.state.circuit_open_until is not None:
+            note += f" (circuit open until {view.state.circuit_open_until:%H:%M:%S})"
+        table.add_row(
+            view.config.name, view.config.transport, view.status, str(backlog["pending"]),
+            str(backlog["delivering"]), str(backlog["done"]), str(backlog["dead"]), note,
+        )  # fmt: skip
+    _console().print(table)
+
+
+@destinations.command()
+@click.argument("name")
+@click.pass_context
+def pause(ctx: click.Context, name: str) -> None:
+    """Stop sending to NAME; its events accumulate in the outbox."""
+    config = _config(ctx)
+    operations.configured(config.destinations, name)
+    _run(config, lambda store: operations.pause(store, name, utc_now()))
+    click.echo(f"{name}: paused (events accumulate; `porteiro destinations resume {name}`)")
+
+
+@destinations.command()
+@click.argument("name")
+@click.pass_context
+def resume(ctx: click.Context, name: str) -> None:
+    """Send to NAME again (also re-enables it after a 410 and closes its circuit)."""
+    config = _config(ctx)
+    operations.configured(config.destinations, name)
+    _run(config, lambda store: operations.resume(store, name, utc_now()))
+    click.echo(f"{name}: active")
+
+
+@destinations.command()
+@click.argument("name")
+@click.option("--status", type=click.Choice([s.value for s in OutboxStatus]))
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@json_option
+@click.pass_context
+def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_json: bool) -> None:
+    """NAME's outbox rows, newest first."""
+    config = _config(ctx)
+    operations.configured(config.destinations, name)
+    chosen = None if status is None else OutboxStatus(status)
+    page = _run(config, lambda store: store.list_outbox(name, chosen, None, limit))
+    if as_json:
+        for row in page.items:
+            _json_line(operations.row_to_json(row))
+        return
+    table = Table("id", "event", "source", "object", "kind", "status", "tries", "next try")
+    table.add_column("last status / error", overflow="fold", max_width=50)
+    for row in page.items:
+        last = " ".join(part for part in (row.last_status, row.last_error) if part)
+        table.add_row(
+            str(row.id), str(row.event_id), row.source, row.object_id, row.kind,
+            row.status.value, str(row.attempts),
+            row.next_attempt_at.isoformat(timespec="seconds"), last,
+        )  # fmt: skip
+    _console().print(table)
+
+
+@destinations.command()
+@click.argument("name")
+@click.option("--id", "ids", type=int, multiple=True, help="only these outbox rows")
+@click.pass_context
+def redrive(ctx: click.Context, name: str, ids: Sequence[int]) -> None:
+    """Make NAME's dead rows pending again (they then block nothing behind them)."""
+    config = _config(ctx)
+    operations.configured(config.destinations, name)
+    console = Console(stderr=True)
+    columns = (TextColumn("redrive"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("redrive", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        moved = _run(
+            config,
+            lambda store: operations.redrive(
+                store, name, utc_now(), ids=list(ids) or None, progress=progress
+            ),
+        )
+    click.echo(f"{name}: {moved} dead row(s) pending again")
+
+
+@click.command("relay")
+@click.option(
+    "--destination", "names", multiple=True, help="only these destinations (default: all)"
+)
+@click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
+@click.option("--poll-interval", type=float, default=0.5, show_default=True)
+@click.pass_context
+def relay(
+    ctx: click.Context, names: Sequence[str], migrate: bool | None, poll_interval: float
+) -> None:
+    """Run the outbox relays standalone (`serve` runs them too, beside its worker)."""
+    from porteiro.sinks.relay import build_relays
+
+    config = _config(ctx)
+    chosen = [operations.configured(config.destinations, name) for name in names] or list(
+        config.destinations.values()
+    )
+    if not chosen:
+        raise click.UsageError("no [destinations.NAME] in the configuration")
+    should_migrate = config.store_url.startswith("sqlite:") if migrate is None else migrate
+
+    async def run() -> None:
+        async with _outbox(config, migrate=should_migrate) as store:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+            relays = build_relays(store, chosen, utc_now, poll_interval=poll_interval)
+            click.echo(f"relaying to {', '.join(r.name for r in relays)}", err=True)
+            await asyncio.gather(*(r.run(stop) for r in relays))
+
+    asyncio.run(run())

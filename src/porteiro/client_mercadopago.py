@@ -1,0 +1,61 @@
+"""Mercado Pago: `POST /v1/payments`, JSON, `X-Idempotency-Key` (mandatory), Bearer token.
+
+An existing payment for the key is returned instead of a new one. Retention and the
+answer to another payload or a concurrent request are not documented: Porteiro refuses
+the first itself and retries a 409. `transaction_amount` is in major units; with
+`expires_in` the payment carries `date_of_expiration` (fixed when the key was stored, so
+every attempt sends the same body). The default method is Pix; `extra` carries `payer`,
+`payment_method_id`, ... and is merged over the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from porteiro.client_request import CreateRequest, GatewayReply, merge, required_api_key
+from porteiro.config import SourceConfig
+from porteiro.providers.mercadopago import DEFAULT_API_BASE_URL
+
+
+class MercadoPagoCreate:
+    operation = "mercadopago.payments.create"
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.url = (source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/") + "/v1/payments"
+        self.api_key = required_api_key(source)
+
+    def check(self, request: CreateRequest) -> None:
+        """Mercado Pago's currency is the account's; it refuses what it cannot take."""
+
+    async def send(
+        self, request: CreateRequest, key: str, http: httpx.AsyncClient, wait: float
+    ) -> GatewayReply:
+        base: dict[str, Any] = {
+            "transaction_amount": float(Decimal(request.amount).scaleb(-2)),
+            "description": request.reference, "external_reference": request.reference,
+            "payment_method_id": "pix",
+        }  # fmt: skip
+        if request.expires_at is not None:
+            base["date_of_expiration"] = request.expires_at.isoformat(timespec="milliseconds")
+        headers = {"authorization": f"Bearer {self.api_key}", "x-idempotency-key": key}
+        response = await http.post(
+            self.url, json=merge(base, request.extra), headers=headers, timeout=wait
+        )
+        return GatewayReply.of(response)
+
+    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
+        found = body.get("id")  # a number in Mercado Pago's JSON
+        if isinstance(found, bool) or not isinstance(found, int | str) or found == "":
+            return None
+        return str(found)
+
+    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
+        return request.expires_at
+
+    async def aclose(self) -> None:
+        return None

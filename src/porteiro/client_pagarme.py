@@ -1,0 +1,60 @@
+"""Pagar.me v5: `POST /core/v5/orders`, JSON, `Idempotency-Key`, Basic auth (secret key:).
+
+Pagar.me keeps the key and the first answer for 24 hours and replays it (keys are case
+sensitive). Its behaviour on another payload or a concurrent request is not documented:
+Porteiro refuses the first itself, and retries a 409 like every gateway's in-flight answer.
+Orders are in BRL only. `extra` carries what a real order also needs (`customer`,
+`payments`) and is merged over the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from porteiro.client_request import (
+    CreateRequest,
+    GatewayReply,
+    InvalidRequest,
+    merge,
+    required_api_key,
+)
+from porteiro.config import SourceConfig
+from porteiro.providers.pagarme import DEFAULT_API_BASE_URL
+
+
+class PagarmeCreate:
+    operation = "pagarme.orders.create"
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.url = (source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/") + "/orders"
+        self.api_key = required_api_key(source)
+
+    def check(self, request: CreateRequest) -> None:
+        if request.currency != "BRL":
+            raise InvalidRequest("Pagar.me orders are in BRL")
+
+    async def send(
+        self, request: CreateRequest, key: str, http: httpx.AsyncClient, wait: float
+    ) -> GatewayReply:
+        item = {"amount": request.amount, "description": request.reference, "quantity": 1,
+                "code": request.reference}  # fmt: skip
+        body = merge({"code": request.reference, "items": [item]}, request.extra)
+        response = await http.post(
+            self.url, json=body, auth=(self.api_key, ""), headers={"idempotency-key": key},
+            timeout=wait,
+        )  # fmt: skip
+        return GatewayReply.of(response)
+
+    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
+        found = body.get("id")  # the order (or_...): what Porteiro's events are keyed by
+        return found if isinstance(found, str) and found else None
+
+    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
+        return request.expires_at
+
+    async def aclose(self) -> None:
+        return None
