@@ -139,6 +139,14 @@ class DestinationConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HandlersConfig:
+    """`[handlers]`: the merchant module whose in-process handlers run inside the ledger
+    transaction (docs/handlers.md); None: no handlers."""
+
+    module: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
     admin_token: str | None = None
@@ -148,6 +156,7 @@ class Config:
     quarantine_limit: int = 10_000
     reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
     destinations: Mapping[str, DestinationConfig] = field(default_factory=dict)
+    handlers: HandlersConfig = field(default_factory=HandlersConfig)
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
@@ -181,7 +190,15 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         destinations={
             name: _destination(name, table) for name, table in _table(data, "destinations").items()
         },
+        handlers=_handlers(_table(data, "handlers")),
     )
+
+
+def _handlers(table: Mapping[str, Any]) -> HandlersConfig:
+    unknown = sorted(set(table) - {"module"})
+    if unknown:
+        raise ConfigError(f"[handlers]: unknown key(s) {', '.join(unknown)}")
+    return HandlersConfig(module=_opt_str(table, "module") or None)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -8,6 +8,8 @@ and counted as `claim_lost`.
 A claimed batch is applied in ONE store transaction (`Store.apply_many`: one commit, one
 fsync, payments locked in a fixed order); thin events are enriched first, concurrently and
 outside any transaction. While a full batch applies, the next one is claimed (prefetch).
+Each applied event's outbox rows (`[destinations]`) and in-process handlers
+(`[handlers]`) ride in that same transaction (docs/handlers.md).
 """
 
 from __future__ import annotations
@@ -19,17 +21,20 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from porteiro import ledger
 from porteiro.errors import NonRetryable, StoreUnavailable
+from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
+from porteiro.sinks.fanout import outbox_rows
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
+from porteiro.store.outbox import OutboxRow
 
 _ERROR_TEXT_LIMIT = 1000
 
@@ -49,6 +54,7 @@ class Worker:
 
     `pause_after_claim` is a fault-injection knob for crash tests: the worker sleeps that
     long holding its fresh claims, so a test can SIGSTOP or SIGKILL it at that moment.
+    `handlers` defaults to the module named by `[handlers] module` (none if unset).
     """
 
     def __init__(
@@ -58,8 +64,13 @@ class Worker:
         worker_id: str | None = None,
         pause_after_claim: float = 0.0,
         rng: random.Random | None = None,
+        handlers: Handlers | None = None,
     ) -> None:
         self.runtime = runtime
+        module = runtime.config.handlers.module
+        if handlers is None and module is not None:
+            handlers = load_handlers(module)
+        self.handlers = handlers
         self.id = worker_id or new_worker_id()
         self.pause_after_claim = pause_after_claim
         self._rng = rng or random.Random()
@@ -217,7 +228,15 @@ class Worker:
         now = self.runtime.clock()
         verdicts: dict[int, str] = {}
         batch = [
-            Application(claim, event, _decider(claim, event, now, verdicts))
+            Application(
+                claim,
+                event,
+                _decider(claim, event, now, verdicts),
+                outbox=self._fanout(claim, event),
+                handle=None
+                if self.handlers is None
+                else handle_for(self.handlers, claim.event.id, claim.event.source, event),
+            )
             for claim, event in ready
         ]
         try:
@@ -252,14 +271,35 @@ class Worker:
                 outcomes[stored.id] = await self._fail(item.claim, result)
         return outcomes
 
+    def _fanout(
+        self, claim: Claim, event: ParsedEvent
+    ) -> Callable[[Outcome], Sequence[OutboxRow]] | None:
+        """The event's outbox rows for an effective verdict (None: no destinations)."""
+        destinations = self.runtime.config.destinations
+        if not destinations:
+            return None
+        stored = claim.event
+
+        def rows(outcome: Outcome) -> Sequence[OutboxRow]:
+            if outcome.transition.verdict not in EFFECTIVE:
+                return []
+            return outbox_rows(stored.id, stored.source, event, outcome.payment, destinations)
+
+        return rows
+
     async def _apply_each(self, batch: Sequence[Application], now: datetime) -> list[Applied]:
-        """The fallback: one transaction per event, so one bad event fails alone."""
+        """The fallback: one transaction per event, so one bad event fails alone. An event
+        with effects goes as a batch of one: `apply` cannot carry its outbox rows and
+        handlers, which must ride in its transaction."""
+        store = self.runtime.store
         results: list[Applied] = []
         for item in batch:
             try:
-                results.append(
-                    await self.runtime.store.apply(item.claim, item.event, item.decide, now)
-                )
+                if item.outbox is None and item.handle is None:
+                    results.append(await store.apply(item.claim, item.event, item.decide, now))
+                else:
+                    (result,) = await store.apply_many([item], now)
+                    results.append(result)
             except StoreUnavailable:
                 raise
             except Exception as exc:

@@ -10,10 +10,10 @@ answer in time; the receiver turns that into a fast 503.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from porteiro.model import (
     EventStatus,
@@ -27,6 +27,10 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
+
+if TYPE_CHECKING:
+    from porteiro.handlers import Executor
+    from porteiro.store.outbox import OutboxRow
 
 T = TypeVar("T")
 
@@ -84,11 +88,18 @@ Decide = Callable[[Payment | None], Outcome]
 
 @dataclass(frozen=True, slots=True)
 class Application:
-    """One claimed event for `apply_many`: the event as enriched, and its ledger call."""
+    """One claimed event for `apply_many`: the event as enriched, and its ledger call.
+
+    Both effects run inside the event's part of the transaction, after `decide`: `outbox`
+    gives the rows to enqueue (committed with the done mark), `handle` runs the merchant's
+    in-process handlers on the store's connection. Either raising rolls the event back.
+    """
 
     claim: Claim
     event: ParsedEvent
     decide: Decide
+    outbox: Callable[[Outcome], Sequence[OutboxRow]] | None = None
+    handle: Callable[[Outcome, Executor], Awaitable[None]] | None = None
 
 
 # What `apply_many` did with one Application: True applied, False claim lost (nothing

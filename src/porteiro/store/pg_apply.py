@@ -11,21 +11,32 @@ An event whose `decide` raises is left out of the writes (no savepoint needed: t
 is pure and writes nothing itself), so it stays `processing` under its claim for the
 worker to schedule a retry. Parameters are JSON documents read with `json_to_recordset`,
 encoded by orjson (as in pg_batch): one parameter per statement, not one per row.
+
+Effects of an applied event: its outbox rows join round trip 2 (one statement for the
+batch), committed with the done marks. Merchant handlers run right after the event's
+`decide`, on this connection, each event's in a SAVEPOINT: one that raises rolls back to
+it and its event is left out of the writes like a failed `decide`. Handlers cost extra
+round trips, but only for events whose kind has handlers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from porteiro.handlers import Params, Result
 from porteiro.model import Kind, Payment, Transition
 from porteiro.store import rows
 from porteiro.store.base import Application, Applied
+from porteiro.store.pg_outbox import insert_outbox_pg
+
+if TYPE_CHECKING:
+    from porteiro.store.outbox import OutboxRow
 
 # The claims still ours, their rows locked until COMMIT (like the single apply's UPDATE).
 _FENCE = """
@@ -109,6 +120,22 @@ Key = tuple[str, str]
 Connection = AsyncConnection[DictRow]
 
 
+class PgExecutor:
+    """`ctx.execute` on the batch's connection, inside the event's savepoint."""
+
+    dialect = "postgresql"
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> Result:
+        # A nested pipeline block syncs on exit: the row count is known after it.
+        async with self._conn.pipeline():
+            cursor = await self._conn.execute(sql, params)
+        found = await cursor.fetchall() if cursor.description else []
+        return Result(cursor.rowcount, [dict(row) for row in found])
+
+
 async def apply_many(
     conn: Connection, batch: Sequence[Application], now: datetime
 ) -> list[Applied]:
@@ -134,7 +161,7 @@ async def apply_many(
                 (row["source"], row["object_id"]): rows.payment_from_row(row)
                 for row in await found.fetchall()
             }
-            writes = _decide_all(batch, results, fenced, current)
+            writes = await _decide_all(conn, batch, results, fenced, current)
             if writes.events:
                 await _write(conn, writes, now)
     return [False if result is None else result for result in results]
@@ -145,16 +172,18 @@ class _Writes:
         self.payments: dict[Key, bytes] = {}  # the final state of each, encoded
         self.transitions: list[bytes] = []
         self.events: list[bytes] = []
+        self.outbox: list[OutboxRow] = []
 
 
-def _decide_all(
+async def _decide_all(
+    conn: Connection,
     batch: Sequence[Application],
     results: list[Applied | None],
     fenced: set[int],
     current: dict[Key, Payment],
 ) -> _Writes:
-    """Run the ledger for each fenced event in batch order; fill `results` (None left for
-    lost claims) and return what to write."""
+    """Run the ledger (and handlers) for each fenced event in batch order; fill `results`
+    (None left for lost claims) and return what to write."""
     writes = _Writes()
     for index, item in enumerate(batch):
         if results[index] is not None or item.claim.event.id not in fenced:
@@ -168,9 +197,14 @@ def _decide_all(
             transition = _transition_row(len(writes.transitions), payment, outcome.transition)
             event = _event_row(item)
             encoded = _payment_row(payment)
+            enqueue = [] if item.outbox is None else list(item.outbox(outcome))
+            if item.handle is not None:
+                async with conn.transaction():
+                    await item.handle(outcome, PgExecutor(conn))
         except Exception as exc:
             results[index] = exc
             continue
+        writes.outbox.extend(enqueue)
         current[key], writes.payments[key] = payment, encoded
         writes.transitions.append(transition)
         writes.events.append(event)
@@ -183,6 +217,7 @@ async def _write(conn: Connection, writes: _Writes, now: datetime) -> None:
     await conn.execute(UPSERT_PAYMENTS, {"payments": payments, "now": now})
     await conn.execute(INSERT_TRANSITIONS, {"transitions": _array(writes.transitions)})
     await conn.execute(MARK_DONE, {"events": _array(writes.events), "now": now})
+    await insert_outbox_pg(conn, writes.outbox, now)
 
 
 def _array(items: Sequence[bytes]) -> str:

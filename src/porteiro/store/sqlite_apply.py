@@ -4,24 +4,56 @@ Plain functions of the connection, run on the store's thread inside `_transactio
 batch, each event gets a SAVEPOINT: an event whose `decide` (or write) raises rolls back
 to it and the rest still commit, in one fsync. SQLite has a single writer, so the batch
 needs no lock ordering: nobody else writes until it commits.
+
+Inside the savepoint, after the ledger: the event's outbox rows are inserted and the
+merchant's handlers run on this very connection (driven without an event loop: their
+`ctx.execute` is synchronous underneath), so both commit or roll back with the event.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from porteiro.model import ParsedEvent
+from porteiro.handlers import Executor, Params, Result, run_inline, sqlite_sql
+from porteiro.model import Outcome, ParsedEvent
 from porteiro.store import rows
 from porteiro.store import sqlite_sql as q
 from porteiro.store.base import Application, Applied, Claim, Decide
+from porteiro.store.sqlite_outbox import insert_outbox_sqlite
+
+if TYPE_CHECKING:
+    from porteiro.store.outbox import OutboxRow
+
+
+class SqliteExecutor:
+    """`ctx.execute` on the store's connection, inside the current savepoint."""
+
+    dialect = "sqlite"
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def execute(self, sql: str, params: Params = ()) -> Result:
+        cursor = self._db.execute(sqlite_sql(sql), params)
+        found: list[Any] = cursor.fetchall() if cursor.description else []
+        names = [column[0] for column in cursor.description or ()]
+        return Result(cursor.rowcount, [dict(zip(names, row, strict=True)) for row in found])
 
 
 def apply_one(
-    db: sqlite3.Connection, claim: Claim, event: ParsedEvent, decide: Decide, stamp: str
+    db: sqlite3.Connection,
+    claim: Claim,
+    event: ParsedEvent,
+    decide: Decide,
+    stamp: str,
+    *,
+    outbox: Callable[[Outcome], Sequence[OutboxRow]] | None = None,
+    handle: Callable[[Outcome, Executor], Awaitable[None]] | None = None,
 ) -> bool:
-    """Fence, read the payment, decide, persist it and the transition; False if the claim
-    was lost (nothing written)."""
+    """Fence, read the payment, decide, persist it and the transition, enqueue the outbox
+    rows, run the handlers; False if the claim was lost (nothing written)."""
     if event.object_id is None:
         raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
     key = (claim.event.source, event.object_id)
@@ -47,6 +79,10 @@ def apply_one(
             rows.encode_time(transition.at),
         ),
     )
+    if outbox is not None:
+        insert_outbox_sqlite(db, outbox(outcome), rows.decode_time(stamp))
+    if handle is not None:
+        run_inline(handle(outcome, SqliteExecutor(db)))
     return True
 
 
@@ -55,7 +91,16 @@ def apply_many(db: sqlite3.Connection, batch: Sequence[Application], stamp: str)
     for item in batch:
         db.execute("SAVEPOINT porteiro_apply")
         try:
-            results.append(apply_one(db, item.claim, item.event, item.decide, stamp))
+            applied = apply_one(
+                db,
+                item.claim,
+                item.event,
+                item.decide,
+                stamp,
+                outbox=item.outbox,
+                handle=item.handle,
+            )
+            results.append(applied)
         except sqlite3.OperationalError:
             raise  # the database itself failed: the whole batch rolls back
         except Exception as exc:
