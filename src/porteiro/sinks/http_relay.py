@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 import httpx
 import orjson
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import ConfigError
+from porteiro.gateway_http import retry_after
 from porteiro.providers.standard import decode_secret, sign_headers
 from porteiro.sinks.fanout import message_id
 from porteiro.sinks.relay import SendResult, error_text
@@ -85,19 +85,3 @@ def classify(response: httpx.Response, now: datetime) -> SendResult:
         # 429 says "slow down", not "down": it does not trip the circuit breaker.
         return SendResult(False, result, error, retry_after=wait, trips_breaker=status != 429)
     return SendResult(False, result, error)
-
-
-def retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        moment = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        return None
-    return max((moment - now).total_seconds(), 0.0)
