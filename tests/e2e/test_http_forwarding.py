@@ -357,9 +357,8 @@ async def test_rate_and_concurrency_limits(
         await outbox.enqueue_outbox(plan(10, {"merchant": dest}), utc_now())
         await wait_until(lambda: len(shop.seen) == 30, 20, "all rows")
     assert shop.max_inflight <= 3
-    gaps = [b - a for a, b in zip(shop.starts, shop.starts[1:], strict=False)]
-    # 20/s, evenly spaced at the relay; the network adds a little jitter at the merchant.
-    assert min(gaps) >= 0.02
+    # 20/s: a lower bound on the whole run only (load can only make it slower); the even
+    # spacing itself is the gateway RateLimiter's, checked with a fake clock.
     assert shop.starts[-1] - shop.starts[0] >= (len(shop.starts) - 1) / 20 * 0.9
 
 

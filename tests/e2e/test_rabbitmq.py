@@ -184,6 +184,8 @@ async def test_each_event_exactly_once_across_a_broker_restart(
     await declare_consumer_queue(names)
     destination = DestinationConfig(
         "bus", rabbitmq_url=AMQP_URL, exchange=names["exchange"], concurrency=16,
+        # 150/s: the 900 rows take ~6 s, so the broker restart lands mid-run.
+        rate_per_second=150.0,
         timeout_seconds=2.0, lease_seconds=10.0, circuit_failures=20,
         circuit_cooldown_seconds=0.5, retry=RETRY,
     )  # fmt: skip

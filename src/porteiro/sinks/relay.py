@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable
+from porteiro.gateway_http import RateLimiter
 from porteiro.observability import logger
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
 
@@ -88,25 +89,6 @@ class CircuitBreaker:
         return None
 
 
-class RateLimiter:
-    """At most `rate` starts per second, evenly spaced (no bursts)."""
-
-    def __init__(self, rate: float | None) -> None:
-        self._interval = 0.0 if rate is None else 1.0 / rate
-        self._next = 0.0
-        self._lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        if self._interval <= 0:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            delay = self._next - now
-            self._next = max(now, self._next) + self._interval
-            if delay > 0:
-                await asyncio.sleep(delay)
-
-
 class Relay:
     """Drains one destination's outbox through `sender` until stopped."""
 
@@ -131,7 +113,8 @@ class Relay:
         self._breaker = CircuitBreaker(
             destination.circuit_failures, timedelta(seconds=destination.circuit_cooldown_seconds)
         )
-        self._rate = RateLimiter(destination.rate_per_second)
+        rate = destination.rate_per_second
+        self._rate = RateLimiter(rate) if rate else None  # evenly spaced starts, no bursts
         self._state = DestinationState(destination.name)
         self._state_read = float("-inf")
         self._inflight: set[asyncio.Task[None]] = set()
@@ -212,7 +195,8 @@ class Relay:
 
     async def _deliver(self, claim: OutboxClaim, *, probing: bool) -> None:
         try:
-            await self._rate.wait()
+            if self._rate is not None:
+                await self._rate.acquire()
             if self._blocked(self.clock()):
                 await self.store.release_outbox(claim, self.clock())
                 return
