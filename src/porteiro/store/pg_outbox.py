@@ -20,6 +20,7 @@ from porteiro.store.outbox import (
     DestinationState,
     OutboxClaim,
     OutboxRow,
+    OutboxSettlement,
     OutboxStatus,
     StoredOutboxRow,
     changed_state,
@@ -115,7 +116,7 @@ async def insert_outbox_pg(conn: Connection, rows: Sequence[OutboxRow], now: dat
     return cursor.rowcount
 
 
-class OutboxPostgresMixin:
+class OutboxPostgresMixin(OutboxSettlement):
     if TYPE_CHECKING:
 
         def _connection(self) -> AbstractAsyncContextManager[Connection]: ...
@@ -147,24 +148,6 @@ class OutboxPostgresMixin:
         found = await self._fetch(CLAIM, params)
         claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
         return [OutboxClaim(row, token, lease_until) for row in claimed]
-
-    async def complete_outbox(self, claim: OutboxClaim, result: str, now: datetime) -> bool:
-        return await self._settle(claim, OutboxStatus.DONE, now, result=result, delivered=True)
-
-    async def retry_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, at: datetime, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.PENDING, now, error, result, at)
-
-    async def dead_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.DEAD, now, error, result)
-
-    async def release_outbox(self, claim: OutboxClaim, now: datetime) -> bool:
-        return await self._settle(
-            claim, OutboxStatus.PENDING, now, claim.row.last_error, at=now, recount=-1
-        )
 
     async def _settle(
         self,

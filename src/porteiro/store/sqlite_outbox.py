@@ -16,6 +16,7 @@ from porteiro.store.outbox import (
     DestinationState,
     OutboxClaim,
     OutboxRow,
+    OutboxSettlement,
     OutboxStatus,
     StoredOutboxRow,
     changed_state,
@@ -97,7 +98,7 @@ def insert_outbox_sqlite(db: sqlite3.Connection, rows: Sequence[OutboxRow], now:
     return inserted
 
 
-class OutboxSqliteMixin:
+class OutboxSqliteMixin(OutboxSettlement):
     if TYPE_CHECKING:
 
         async def _write(self, fn: Callable[..., T], *args: Any) -> T: ...
@@ -126,24 +127,6 @@ class OutboxSqliteMixin:
         found = await self._write(_fetchall, CLAIM, params)
         claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
         return [OutboxClaim(row, token, lease_until) for row in claimed]
-
-    async def complete_outbox(self, claim: OutboxClaim, result: str, now: datetime) -> bool:
-        return await self._settle(claim, OutboxStatus.DONE, now, result=result, delivered=True)
-
-    async def retry_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, at: datetime, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.PENDING, now, error, result, at)
-
-    async def dead_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.DEAD, now, error, result)
-
-    async def release_outbox(self, claim: OutboxClaim, now: datetime) -> bool:
-        return await self._settle(
-            claim, OutboxStatus.PENDING, now, claim.row.last_error, at=now, recount=-1
-        )
 
     async def _settle(
         self,
