@@ -32,6 +32,7 @@ from porteiro.cli_fake import fake_provider
 from porteiro.cli_reconcile import reconcile
 from porteiro.config import Config, load_config
 from porteiro.errors import ConfigError, PorteiroError
+from porteiro.gctune import tune_for_throughput
 from porteiro.model import EventStatus, Kind, StoredEvent
 from porteiro.observability import configure_logging
 from porteiro.providers.base import build_provider
@@ -198,6 +199,7 @@ def serve(
                 bound = self.servers[0].sockets[0].getsockname()
                 click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]}")
 
+    tune_for_throughput()
     _Server(server_config).run()
 
 
@@ -253,6 +255,7 @@ def worker(ctx: click.Context, migrate: bool | None, debug_pause_after_claim: fl
                 loop.add_signal_handler(signum, stop.set)
             await Worker(runtime, pause_after_claim=debug_pause_after_claim).run(stop)
 
+    tune_for_throughput()
     asyncio.run(run())
 
 

@@ -22,12 +22,12 @@ import httpx
 import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
 from porteiro.model import InboundRequest, ParsedEvent
 from porteiro.observability import logger
-from porteiro.providers.base import Provider
+from porteiro.providers.base import Ack, Provider
 from porteiro.runtime import Runtime
 from porteiro.store.base import RecordResult
 
@@ -162,6 +162,9 @@ class Receiver:
         self._prepare: dict[str, Prepare | None] = {
             name: getattr(provider, "prepare", None) for name, provider in runtime.providers.items()
         }
+        # An ack is constant per provider (`ack()` takes nothing) and a Response only
+        # reads itself when sent: one per source, not one per request.
+        self._acks = {name: _ack_response(p.ack()) for name, p in runtime.providers.items()}
 
     async def handle(self, request: Request) -> Response:
         """The Starlette endpoint for /webhooks/{source}."""
@@ -205,17 +208,22 @@ class Receiver:
         if result is None:
             self._deliveries[source, "unavailable"].inc()
             return json_error(503, "store unavailable", self._retry_after)
-        ack = provider.ack()
         self._count_accepted(source, result, parse_error)
         self._ack_seconds[source].observe(time.perf_counter() - started)
-        return Response(ack.body, status_code=ack.status, media_type=ack.content_type)
+        return self._acks[source]
 
     async def _inbound(self, scope: Scope, receive: Receive, source: str) -> InboundRequest | None:
+        # ASGI servers give names lowercased already (the spec says so); lower() again
+        # costs little and keeps a non-conforming server's names matchable.
         headers = [
             (name.decode("latin-1").lower(), value.decode("latin-1"))
             for name, value in scope["headers"]
         ]
-        declared = next((value for name, value in headers if name == "content-length"), None)
+        declared = None
+        for name, value in headers:
+            if name == "content-length":
+                declared = value
+                break
         try:
             body = await receive_capped(receive, declared, self._cap)
         except BodyTooLarge:
@@ -296,10 +304,9 @@ class Receiver:
         self, inbound: InboundRequest, events: Sequence[ParsedEvent], parse_error: str | None
     ) -> RecordResult | None:
         try:
-            async with asyncio.timeout(self._timeout):
-                return await self._runtime.store.record_delivery(
-                    inbound, events, parse_error=parse_error
-                )
+            return await self._runtime.store.record_delivery(
+                inbound, events, parse_error=parse_error, give_up_after=self._timeout
+            )
         except (StoreUnavailable, TimeoutError) as exc:
             self._log.warning(
                 "delivery.store_unavailable",
@@ -332,22 +339,8 @@ class Receiver:
         )
 
 
-class WebhookFastPath:
-    """ASGI middleware: POST /webhooks/{source}[/pix] goes straight to the receiver,
-    skipping the router and the exception middleware (a profile showed them at about a
-    tenth of the ack's CPU); everything else goes on to the app."""
-
-    def __init__(self, app: ASGIApp, receiver: Receiver) -> None:
-        self._app = app
-        self._receiver = receiver
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            source = webhook_source(scope["path"], scope.get("root_path", ""))
-            if source is not None:
-                await self._receiver.asgi(scope, receive, send, source)
-                return
-        await self._app(scope, receive, send)
+def _ack_response(ack: Ack) -> Response:
+    return Response(ack.body, status_code=ack.status, media_type=ack.content_type)
 
 
 def webhook_source(path: str, root_path: str = "") -> str | None:

@@ -348,6 +348,59 @@ async def test_a_caller_that_gave_up_is_left_out_of_the_next_batch() -> None:
     assert seen == [1, 3]
 
 
+async def test_give_up_after_fails_waiting_and_stuck_callers_but_not_the_answered() -> None:
+    release = asyncio.Event()
+    committed: list[list[int]] = []
+
+    async def commit(items: Sequence[int]) -> list[int]:
+        committed.append(list(items))
+        if 1 in items:
+            await release.wait()  # batch [1] is stuck in the database
+        return list(items)
+
+    batcher: GroupCommit[int, int] = GroupCommit(commit)
+    assert await batcher.submit(0, give_up_after=0.05) == 0  # answered: never expired
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    stuck = asyncio.create_task(batcher.submit(1, give_up_after=0.05))
+    await asyncio.sleep(0.01)  # batch [1] is committing; the next two queue behind it
+    queued = asyncio.create_task(batcher.submit(2, give_up_after=0.1))
+    patient = asyncio.create_task(batcher.submit(3))  # no deadline: waits it out
+    with pytest.raises(TimeoutError):
+        await stuck
+    assert loop.time() - started >= 0.05
+    with pytest.raises(TimeoutError):
+        await queued
+    assert loop.time() - started >= 0.1
+    assert not patient.done()
+    release.set()
+    assert await patient == 3
+    await batcher.close()
+    # The abandoned caller's item was left out of the next batch; the stuck one committed.
+    assert committed == [[0], [1], [3]]
+
+
+async def test_deadlines_of_different_lengths_each_fire_on_time() -> None:
+    release = asyncio.Event()
+
+    async def commit(items: Sequence[int]) -> list[int]:
+        await release.wait()  # stuck until the end of the test
+        return list(items)
+
+    batcher: GroupCommit[int, int] = GroupCommit(commit)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    slow = asyncio.create_task(batcher.submit(1, give_up_after=5.0))
+    fast = asyncio.create_task(batcher.submit(2, give_up_after=0.05))
+    with pytest.raises(TimeoutError):
+        await fast
+    assert not slow.done()  # the shorter deadline, submitted later, did not wait for it
+    assert loop.time() - started < 5.0
+    slow.cancel()
+    release.set()
+    await batcher.close()
+
+
 async def test_closing_fails_waiting_callers_with_store_unavailable() -> None:
     async def commit(items: Sequence[int]) -> list[int]:
         await asyncio.sleep(0.05)

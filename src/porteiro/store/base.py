@@ -125,6 +125,7 @@ class Store(Protocol):
         events: Sequence[ParsedEvent],
         *,
         parse_error: str | None = None,
+        give_up_after: float | None = None,
     ) -> RecordResult:
         """ONE durable transaction: the raw delivery plus each event, de-duplicated.
 
@@ -134,7 +135,8 @@ class Store(Protocol):
         makes it due now (never hides a failure); a `done` event stays done.
         With `parse_error`, `events` is empty and one `dead` placeholder event
         (`unparseable_dedup_key`, type UNPARSEABLE_TYPE, kind OTHER) carries the reason.
-        Returns only after the commit is durable. Wakes waiting workers.
+        Returns only after the commit is durable. Wakes waiting workers. Raises
+        TimeoutError after `give_up_after` seconds (the delivery may still commit later).
         """
 
     async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:

@@ -11,13 +11,19 @@ returned. A batch failure fails every caller in it (they answer 503; the gateway
 — except a failure that is not an outage (a bug, a value the database refuses): then
 each item is committed on its own, so one poison delivery cannot fail its neighbours.
 A caller that gave up (timeout) before its batch started is left out of it.
+
+Timeouts are deadlines checked by ONE timer per group, not a timer per caller: the
+receiver submits every delivery with the same store timeout, and a per-request
+`asyncio.timeout` cost about a tenth of the ack's CPU. A caller past its deadline gets
+TimeoutError at once, whether its item still waits or its batch is stuck in the database;
+a batch that commits later is stored all the same (the gateway's retry is a duplicate).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -54,30 +60,72 @@ class GroupCommit(Generic[T, R]):
         self._queue: deque[tuple[T, asyncio.Future[R]]] = deque()
         self._ready = asyncio.Event()
         self._committers: list[asyncio.Task[None]] = []
+        self._running = 0  # committers not yet ended (checked on every submit: a counter)
         self._closed = False
+        # Per timeout value, (deadline, future) in submission order: so each deque is
+        # ordered by deadline, and the earliest deadline is at the head of one of them.
+        self._deadlines: defaultdict[float, deque[tuple[float, asyncio.Future[R]]]]
+        self._deadlines = defaultdict(deque)
+        self._watchdog: asyncio.TimerHandle | None = None
 
-    async def submit(self, item: T) -> R:
+    async def submit(self, item: T, give_up_after: float | None = None) -> R:
+        """The item's result once its batch committed; TimeoutError past `give_up_after`
+        seconds (the item may still be committed: the caller just stops waiting)."""
         if self._closed:
             raise StoreUnavailable("the store is closed")
         self._start()
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
         self._queue.append((item, future))
+        if give_up_after is not None:
+            deadline = loop.time() + give_up_after
+            self._deadlines[give_up_after].append((deadline, future))
+            if self._watchdog is None or deadline < self._watchdog.when():
+                self._arm(loop)  # the first deadline, or one shorter than any waiting
         self._ready.set()
         return await future
 
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        heads = [waiting[0][0] for waiting in self._deadlines.values() if waiting]
+        self._watchdog = loop.call_at(min(heads), self._expire, loop) if heads else None
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail the callers past their deadline; forget those already answered."""
+        self._watchdog = None
+        now = loop.time()
+        for waiting in self._deadlines.values():
+            while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
+                _, future = waiting.popleft()
+                if not future.done():
+                    future.set_exception(TimeoutError())
+        self._arm(loop)
+
     def _start(self) -> None:
         # Started lazily, on the loop of the first caller (a store may be opened elsewhere).
-        if self._committers and not all(task.done() for task in self._committers):
+        if self._running:
             return
         self._committers = [
             asyncio.create_task(self._run(), name=f"porteiro:group-commit:{n}")
             for n in range(self._concurrency)
         ]
+        self._running = len(self._committers)
+        for task in self._committers:
+            task.add_done_callback(self._committer_ended)
+
+    def _committer_ended(self, _: asyncio.Task[None]) -> None:
+        # Once all have ended (closed, or their loop is gone), the next submit restarts them.
+        self._running -= 1
 
     async def close(self) -> None:
         """Stop the committers after the batches in flight; fail whatever still waits."""
         self._closed = True
         self._ready.set()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self._deadlines.clear()
         await asyncio.gather(*self._committers, return_exceptions=True)
         self._committers = []
         while self._queue:

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import AsyncConnection, sql
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow, dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from porteiro.errors import ConfigError, StoreUnavailable
@@ -215,11 +215,12 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         events: Sequence[ParsedEvent],
         *,
         parse_error: str | None = None,
+        give_up_after: float | None = None,
     ) -> RecordResult:
         ingest = self._ingest
         if ingest is None:
             raise StoreUnavailable("PostgreSQL store is not open")
-        return await ingest.submit(pg_batch.ingest(request, events, parse_error))
+        return await ingest.submit(pg_batch.ingest(request, events, parse_error), give_up_after)
 
     async def _commit_ingests(self, items: Sequence[pg_batch.Ingest]) -> Sequence[RecordResult]:
         """A batch in ONE statement, so ONE implicit transaction and round trip."""
@@ -228,7 +229,8 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
             # Bounded like a request was: a batch stuck on a lock must not stall ingest
             # forever (its callers have long given up; the retries come in new batches).
             async with asyncio.timeout(BATCH_TIMEOUT_SECONDS), self._connection() as conn:
-                cursor = await conn.execute(pg_batch.RECORD_BATCH, batch.params)
+                cursor = conn.cursor(row_factory=tuple_row)  # no dict per row: hot path
+                await cursor.execute(pg_batch.RECORD_BATCH, batch.params)
                 found = await cursor.fetchall()
         except TimeoutError as exc:
             raise StoreUnavailable("PostgreSQL: the batch did not commit in time") from exc

@@ -194,6 +194,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         events: Sequence[ParsedEvent],
         *,
         parse_error: str | None = None,
+        give_up_after: float | None = None,
     ) -> RecordResult:
         ingest = self._ingest
         if ingest is None:
@@ -208,7 +209,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
             else [q.event_params(e, request.source, 0, received) for e in events],
             parse_error=parse_error,
         )
-        result = await ingest.submit(item)
+        result = await ingest.submit(item, give_up_after)
         self._work.set()
         return result
 
