@@ -13,10 +13,9 @@ depends on arrival order, which is exactly what it is meant to report.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from porteiro.model import Kind, Outcome, ParsedEvent, Payment, PaymentState, Transition, Verdict
 
@@ -56,10 +55,21 @@ _PROGRESS: dict[Kind, PaymentState] = {
 }
 # Where the payment's amount, currency and reference are read first.
 _PREFERRED = (Kind.PAYMENT_PAID, Kind.PAYMENT_AUTHORIZED, Kind.PAYMENT_CREATED)
+_PREFERENCE = {kind: rank for rank, kind in enumerate(_PREFERRED)}
+# Cancellations that money facts contradict.
+_UNDONE_BY_MONEY = frozenset({Kind.PAYMENT_CANCELED, Kind.PAYMENT_EXPIRED})
+_KINDS = {kind.value: kind for kind in Kind}
+# Module constants for the members compared in loops (an Enum class attribute is slow).
+_PAID, _FAILED, _REFUNDED = Kind.PAYMENT_PAID, Kind.PAYMENT_FAILED, Kind.PAYMENT_REFUNDED
+_DISPUTE_OPENED, _DISPUTE_LOST, _OTHER = Kind.DISPUTE_OPENED, Kind.DISPUTE_LOST, Kind.OTHER
+_T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class _Fact:
+class _Fact(NamedTuple):
+    """One fact as the ledger reads it. `order` comes first so that facts sort by it alone:
+    a total order on content, oldest first, unique because it ends with the event id."""
+
+    order: tuple[Any, ...]
     event_id: str
     kind: Kind
     occurred_at: datetime | None
@@ -71,24 +81,8 @@ class _Fact:
     anomaly: str | None
     payment_amount: int | None
 
-    def key(self) -> tuple[Any, ...]:
-        """A total order on content, oldest first (no time sorts oldest)."""
-        return (
-            *_nullable(self.occurred_at),
-            _RANK[self.kind],
-            *_nullable(self.amount),
-            *_nullable(self.refunded_total),
-            *_nullable(self.currency),
-            *_nullable(self.reference),
-            *_nullable(self.settlement),
-            *_nullable(self.anomaly),
-            *_nullable(self.payment_amount),
-            self.event_id,
-        )
 
-
-@dataclass(frozen=True, slots=True)
-class _View:
+class _View(NamedTuple):
     """Everything the ledger derives from a set of facts."""
 
     state: PaymentState
@@ -108,21 +102,27 @@ def apply(
     object_id = current.object_id if current is not None else event.object_id
     if object_id is None:
         raise ValueError("the ledger needs the event's object_id")
-    before = current if current is not None else _payment(source, object_id, {}, 0)
+    before = current if current is not None else _new_payment(source, object_id)
     from_state = current.state if current is not None else None
     key = str(event_id)
-    if Kind(event.kind) is Kind.OTHER and event.anomaly is None:
+    kind = _kind(event.kind)
+    if kind is _OTHER and event.anomaly is None:
         ignored = "kind other is not a payment fact"
         return _outcome(before, event_id, from_state, Verdict.NO_EFFECT, at, ignored)
-    record = _record(event)
+    occurred = None if event.occurred_at is None else _utc(event.occurred_at)
+    record = _record(kind, event, occurred)
     previous = before.facts.get(key)
     if previous is not None and dict(previous) == record:
         return _outcome(before, event_id, from_state, Verdict.DUPLICATE, at, None)
-    facts = {**before.facts, key: record}
-    after = _payment(before.source, object_id, facts, before.version)
-    if after != before:
-        after = replace(after, version=before.version + 1)
-    verdict, note = _verdict(before, after, _load(key, record))
+    fact = _fact(key, record, occurred)
+    # The new fact joins the others (or, revised, replaces its old self); the others are
+    # already in order, so this sort is a merge.
+    ordered = tuple(sorted([*_loaded(before.facts, skip=key), fact]))
+    view = _derive(ordered)
+    # Not a duplicate, so the set of facts changed: that is a new version.
+    facts = _Facts({**before.facts, key: record}, ordered)
+    after = _payment(view, before.source, object_id, facts, before.version + 1)
+    verdict, note = _verdict(before, after, fact, view)
     if previous is not None:
         note = "revised" if note is None else f"revised; {note}"
     return _outcome(after, event_id, from_state, verdict, at, note)
@@ -133,10 +133,39 @@ def replay_history(
 ) -> Payment:
     """Fold `apply` over (event id, event) pairs from nothing; an empty history gives a
     pending payment at version 0."""
-    payment = _payment(source, object_id, {}, 0)
+    payment = _new_payment(source, object_id)
     for event_id, event in events:
         payment = apply(payment, source=source, event_id=event_id, event=event, at=at).payment
     return payment
+
+
+class _Facts(dict[str, Any]):
+    """`Payment.facts` as the ledger builds them: the JSON-serialisable mapping, carrying
+    the same facts read and in order, so that the next event applied to this payment
+    (within one worker batch) reads none of them again. Read-only, so the two never
+    disagree; a copy is a plain dict."""
+
+    __slots__ = ("ordered",)
+
+    def __init__(self, raw: Mapping[str, Any], ordered: tuple[_Fact, ...]) -> None:
+        super().__init__(raw)
+        self.ordered = ordered
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:
+        return dict, (dict(self),)
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a payment's facts are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+
+def _loaded(facts: Mapping[str, Mapping[str, Any]], skip: str | None = None) -> list[_Fact]:
+    """The facts read and in order, without the one keyed `skip`."""
+    if isinstance(facts, _Facts):
+        return [fact for fact in facts.ordered if fact.event_id != skip]
+    return sorted(_load(key, raw) for key, raw in facts.items() if key != skip)
 
 
 def _outcome(
@@ -151,9 +180,13 @@ def _outcome(
     return Outcome(payment=payment, transition=transition)
 
 
-def _verdict(before: Payment, after: Payment, fact: _Fact) -> tuple[Verdict, str | None]:
+def _verdict(
+    before: Payment, after: Payment, fact: _Fact, view: _View
+) -> tuple[Verdict, str | None]:
+    """`view` is what `after` was derived from."""
     if after.anomalies > before.anomalies:
-        added = Counter(_derive(after.facts).anomalies) - Counter(_derive(before.facts).anomalies)
+        earlier = _derive(_loaded(before.facts)).anomalies
+        added = Counter(view.anomalies) - Counter(earlier)
         return Verdict.ANOMALOUS, "; ".join(sorted(added.elements())) or None
     if _visible(after) != _visible(before):
         return Verdict.APPLIED, None
@@ -175,10 +208,14 @@ def _visible(payment: Payment) -> tuple[Any, ...]:
     )
 
 
+def _new_payment(source: str, object_id: str) -> Payment:
+    """A payment no fact is known of yet."""
+    return _payment(_NOTHING, source, object_id, {}, 0)
+
+
 def _payment(
-    source: str, object_id: str, facts: Mapping[str, Mapping[str, Any]], version: int
+    view: _View, source: str, object_id: str, facts: Mapping[str, Any], version: int
 ) -> Payment:
-    view = _derive(facts)
     return Payment(
         source=source,
         object_id=object_id,
@@ -194,38 +231,53 @@ def _payment(
     )
 
 
-def _derive(facts: Mapping[str, Mapping[str, Any]]) -> _View:
-    ordered = sorted((_load(key, raw) for key, raw in facts.items()), key=_Fact.key)
-    preferred = _preference(ordered)
-    amount = next(
-        (f.amount for f in preferred if f.kind in _PREFERRED and f.amount is not None),
-        max((f.payment_amount for f in ordered if f.payment_amount is not None), default=None),
-    )
+def _derive(ordered: Sequence[_Fact]) -> _View:
+    """The view of a set of facts, given in order. Timed facts sort after untimed ones,
+    oldest first, so the last fact holds the latest time if any has one."""
+    amount, currency, reference = _preferred(ordered)
+    if amount is None:
+        amount = max(
+            (f.payment_amount for f in ordered if f.payment_amount is not None), default=None
+        )
     total, full = _refunds(ordered, amount)
     refunded = max(total, amount) if full and amount is not None else total
-    times = [f.occurred_at for f in ordered if f.occurred_at is not None]
     return _View(
         state=_state(ordered, refunded, full),
         amount=amount,
-        currency=next((f.currency for f in preferred if f.currency is not None), None),
+        currency=currency,
         refunded_amount=refunded,
-        reference=next((f.reference for f in preferred if f.reference is not None), None),
-        last_event_at=max(times, default=None),
+        reference=reference,
+        last_event_at=ordered[-1].occurred_at if ordered else None,
         anomalies=_anomalies(ordered, amount, total),
     )
 
 
-def _preference(ordered: list[_Fact]) -> list[_Fact]:
-    """Facts in the order fields are read from: paid, authorized, created, then the
-    rest; latest first within each."""
-    latest_first = ordered[::-1]
-    ranked = [[f for f in latest_first if f.kind is kind] for kind in _PREFERRED]
-    return [f for group in ranked for f in group] + [
-        f for f in latest_first if f.kind not in _PREFERRED
-    ]
+def _preferred(ordered: Sequence[_Fact]) -> tuple[int | None, str | None, str | None]:
+    """Amount, currency and reference, each from the latest fact that has it among the
+    paid facts, else the authorized, else the created, else (but the amount) the rest."""
+    # Per group of _PREFERRED, then the rest: a later fact overwrites an earlier one.
+    amounts: list[int | None] = [None] * len(_PREFERRED)
+    currencies: list[str | None] = [None] * (len(_PREFERRED) + 1)
+    references: list[str | None] = [None] * (len(_PREFERRED) + 1)
+    for f in ordered:
+        group = _PREFERENCE.get(f.kind, len(_PREFERRED))
+        if f.amount is not None and group < len(_PREFERRED):
+            amounts[group] = f.amount
+        if f.currency is not None:
+            currencies[group] = f.currency
+        if f.reference is not None:
+            references[group] = f.reference
+    return _first(amounts), _first(currencies), _first(references)
 
 
-def _refunds(ordered: list[_Fact], amount: int | None) -> tuple[int, bool]:
+def _first(values: list[_T | None]) -> _T | None:
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def _refunds(ordered: Sequence[_Fact], amount: int | None) -> tuple[int, bool]:
     """Total refunded (the larger of the gateway's cumulative reports and the sum of the
     refunds seen) and whether the payment is fully refunded."""
     refunds = [f for f in ordered if f.kind in _REFUNDS]
@@ -233,7 +285,7 @@ def _refunds(ordered: list[_Fact], amount: int | None) -> tuple[int, bool]:
     total = max(reported, sum(f.amount or 0 for f in refunds))
     if not refunds and total == 0:
         return 0, False
-    full_kind = [f for f in refunds if f.kind is Kind.PAYMENT_REFUNDED]
+    full_kind = [f for f in refunds if f.kind is _REFUNDED]
     if amount is None:
         return total, bool(full_kind)
     # A "refunded" fact that names no amount at all means the whole payment.
@@ -241,11 +293,11 @@ def _refunds(ordered: list[_Fact], amount: int | None) -> tuple[int, bool]:
     return total, bare or total >= amount
 
 
-def _state(ordered: list[_Fact], refunded: int, full: bool) -> PaymentState:
-    disputes = [f.kind for f in ordered if f.kind in _DISPUTES]
-    if disputes and disputes[-1] is Kind.DISPUTE_LOST:
+def _state(ordered: Sequence[_Fact], refunded: int, full: bool) -> PaymentState:
+    dispute = next((f.kind for f in reversed(ordered) if f.kind in _DISPUTES), None)
+    if dispute is _DISPUTE_LOST:
         return PaymentState.CHARGED_BACK
-    if disputes and disputes[-1] is Kind.DISPUTE_OPENED:
+    if dispute is _DISPUTE_OPENED:
         return PaymentState.DISPUTED
     if full:
         return PaymentState.REFUNDED
@@ -253,23 +305,24 @@ def _state(ordered: list[_Fact], refunded: int, full: bool) -> PaymentState:
         return PaymentState.PARTIALLY_REFUNDED
     if any(f.kind in _MONEY for f in ordered):
         return PaymentState.PAID
-    progress = [f.kind for f in ordered if f.kind in _PROGRESS]
-    return _PROGRESS[progress[-1]] if progress else PaymentState.PENDING
+    progress = next((f.kind for f in reversed(ordered) if f.kind in _PROGRESS), None)
+    return PaymentState.PENDING if progress is None else _PROGRESS[progress]
 
 
-def _anomalies(ordered: list[_Fact], amount: int | None, refunded: int) -> tuple[str, ...]:
+def _anomalies(ordered: Sequence[_Fact], amount: int | None, refunded: int) -> tuple[str, ...]:
     """Contradictions in the set, listed in content order (never arrival order)."""
     found: list[str] = []
     # Several "paid" events for one object are normal (charge.paid + order.paid); only
     # distinct money movements (e.g. two Pix endToEndIds for one cob) mean paid twice.
-    settlements = {f.settlement for f in ordered if f.kind is Kind.PAYMENT_PAID and f.settlement}
+    settlements = {f.settlement for f in ordered if f.kind is _PAID and f.settlement}
     found += ["paid twice"] * max(len(settlements) - 1, 0)
     money = [f.occurred_at for f in ordered if f.kind in _MONEY]
     if money:
-        paid_at = min((t for t in money if t is not None), default=None)
+        # In time order: the first time is the earliest.
+        paid_at = next((t for t in money if t is not None), None)
         for f in ordered:
-            late_failure = f.kind is Kind.PAYMENT_FAILED and _after(f.occurred_at, paid_at)
-            if f.kind in (Kind.PAYMENT_CANCELED, Kind.PAYMENT_EXPIRED) or late_failure:
+            late_failure = f.kind is _FAILED and _after(f.occurred_at, paid_at)
+            if f.kind in _UNDONE_BY_MONEY or late_failure:
                 found.append(f"{f.kind.value} but paid")
     if amount is not None and refunded > amount:
         found.append("refunded more than paid")
@@ -282,12 +335,16 @@ def _after(when: datetime | None, reference: datetime | None) -> bool:
     return when is not None and reference is not None and when > reference
 
 
-def _record(event: ParsedEvent) -> dict[str, Any]:
-    """The JSON-serialisable fact one event contributes."""
-    occurred = event.occurred_at
+def _kind(value: str) -> Kind:
+    # A dict lookup: `Kind(value)`, an Enum call, is slow for something done per fact.
+    return _KINDS.get(value) or Kind(value)
+
+
+def _record(kind: Kind, event: ParsedEvent, occurred: datetime | None) -> dict[str, Any]:
+    """The JSON-serialisable fact one event contributes (`occurred`: its time in UTC)."""
     return {
-        "kind": Kind(event.kind).value,
-        "occurred_at": None if occurred is None else _utc(occurred).isoformat(),
+        "kind": kind.value,
+        "occurred_at": None if occurred is None else occurred.isoformat(),
         "amount": event.amount,
         "refunded_total": event.refunded_total,
         "currency": event.currency,
@@ -314,17 +371,55 @@ def _settlement(event: ParsedEvent) -> str | None:
 
 def _load(event_id: str, raw: Mapping[str, Any]) -> _Fact:
     occurred = raw.get("occurred_at")
+    return _fact(
+        event_id, raw, None if occurred is None else _utc(datetime.fromisoformat(occurred))
+    )
+
+
+def _fact(event_id: str, raw: Mapping[str, Any], occurred_at: datetime | None) -> _Fact:
+    """The fact recorded as `raw`, its time already read as `occurred_at`."""
+    kind = _kind(raw["kind"])
+    amount = raw.get("amount")
+    refunded_total = raw.get("refunded_total")
+    currency = raw.get("currency")
+    reference = raw.get("reference")
+    settlement = raw.get("settlement")
+    anomaly = raw.get("anomaly")
+    payment_amount = raw.get("payment_amount")
+    # Content order, oldest first: each nullable field gives (present, value or 0), so that
+    # None sorts first and never compares with a value. Spelt out, flat: it is hot.
+    order = (
+        occurred_at is not None,
+        0 if occurred_at is None else occurred_at,
+        _RANK[kind],
+        amount is not None,
+        0 if amount is None else amount,
+        refunded_total is not None,
+        0 if refunded_total is None else refunded_total,
+        currency is not None,
+        0 if currency is None else currency,
+        reference is not None,
+        0 if reference is None else reference,
+        settlement is not None,
+        0 if settlement is None else settlement,
+        anomaly is not None,
+        0 if anomaly is None else anomaly,
+        payment_amount is not None,
+        0 if payment_amount is None else payment_amount,
+        event_id,
+    )
     return _Fact(
-        event_id=event_id,
-        kind=Kind(raw["kind"]),
-        occurred_at=None if occurred is None else _utc(datetime.fromisoformat(occurred)),
-        amount=raw.get("amount"),
-        refunded_total=raw.get("refunded_total"),
-        currency=raw.get("currency"),
-        reference=raw.get("reference"),
-        settlement=raw.get("settlement"),
-        anomaly=raw.get("anomaly"),
-        payment_amount=raw.get("payment_amount"),
+        order,
+        event_id,
+        kind,
+        occurred_at,
+        amount,
+        refunded_total,
+        currency,
+        reference,
+        settlement,
+        anomaly,
+        payment_amount,
     )
 
 
@@ -335,6 +430,5 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _nullable(value: Any) -> tuple[bool, Any]:
-    """Sort key part where None comes first and never compares with a value."""
-    return (value is not None, value if value is not None else 0)
+# The view of no facts at all, for a payment seen for the first time.
+_NOTHING = _derive(())

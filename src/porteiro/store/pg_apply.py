@@ -3,9 +3,10 @@
 Round trip 1 (pipelined): BEGIN; fence every claim (its row locked, token checked); take
 the payments' advisory locks in (source, object_id) order, so two workers' batches never
 deadlock; read and lock the payment rows. Then the ledger runs in Python, event after
-event, each seeing the payment as the previous one left it. Round trip 2: upsert the
-payments' final states, insert the transitions in application order, mark the applied
-events done, COMMIT: one WAL flush for the whole batch instead of one per event.
+event, each seeing the payment as the previous one left it. Round trip 2: ONE statement
+upserts the payments' final states, inserts the transitions in application order and marks
+the applied events done (events enriched since stored also get their parsed fields
+rewritten, by a second one); COMMIT: one WAL flush for the whole batch, not one per event.
 
 An event whose `decide` raises is left out of the writes (no savepoint needed: the ledger
 is pure and writes nothing itself), so it stays `processing` under its claim for the
@@ -22,7 +23,9 @@ round trips, but only for events whose kind has handlers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from datetime import datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 import orjson
@@ -30,7 +33,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from porteiro.handlers import Params, Result
-from porteiro.model import Kind, Payment, Transition
+from porteiro.model import Kind, ParsedEvent, Payment, Transition
 from porteiro.store import rows
 from porteiro.store.base import Application, Applied
 from porteiro.store.pg_outbox import insert_outbox_pg
@@ -64,34 +67,44 @@ JOIN json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id te
 ORDER BY k.n
 FOR UPDATE OF p"""
 
-_UPSERT_PAYMENTS = """
-INSERT INTO payments
-    (source, object_id, state, amount, currency, refunded_amount, reference, version,
-     last_event_at, facts, anomalies, created_at, updated_at)
-SELECT source, object_id, state, amount, currency, refunded_amount, reference, version,
-       last_event_at, facts, anomalies, %(now)s, %(now)s
-FROM json_to_recordset(%(payments)s::json)
-    AS t(source text, object_id text, state text, amount bigint, currency text,
-         refunded_amount bigint, reference text, version integer,
-         last_event_at timestamptz, facts jsonb, anomalies integer)
-ON CONFLICT (source, object_id) DO UPDATE SET
-    state = EXCLUDED.state, amount = EXCLUDED.amount, currency = EXCLUDED.currency,
-    refunded_amount = EXCLUDED.refunded_amount, reference = EXCLUDED.reference,
-    version = EXCLUDED.version, last_event_at = EXCLUDED.last_event_at,
-    facts = EXCLUDED.facts, anomalies = EXCLUDED.anomalies,
-    updated_at = EXCLUDED.updated_at"""
+# Round trip 2 in one statement (its parts touch different tables, so their order does
+# not matter): the payments' final states; the transitions (ORDER BY n: identity values
+# rise in application order, which history reads by); the done marks of the events
+# applied as stored.
+_WRITE = """
+WITH upserted AS (
+    INSERT INTO payments
+        (source, object_id, state, amount, currency, refunded_amount, reference, version,
+         last_event_at, facts, anomalies, created_at, updated_at)
+    SELECT source, object_id, state, amount, currency, refunded_amount, reference, version,
+           last_event_at, facts, anomalies, %(now)s, %(now)s
+    FROM json_to_recordset(%(payments)s::json)
+        AS t(source text, object_id text, state text, amount bigint, currency text,
+             refunded_amount bigint, reference text, version integer,
+             last_event_at timestamptz, facts jsonb, anomalies integer)
+    ON CONFLICT (source, object_id) DO UPDATE SET
+        state = EXCLUDED.state, amount = EXCLUDED.amount, currency = EXCLUDED.currency,
+        refunded_amount = EXCLUDED.refunded_amount, reference = EXCLUDED.reference,
+        version = EXCLUDED.version, last_event_at = EXCLUDED.last_event_at,
+        facts = EXCLUDED.facts, anomalies = EXCLUDED.anomalies,
+        updated_at = EXCLUDED.updated_at
+), recorded AS (
+    INSERT INTO transitions
+        (source, object_id, event_id, from_state, to_state, verdict, note, at)
+    SELECT source, object_id, event_id, from_state, to_state, verdict, note, at
+    FROM json_to_recordset(%(transitions)s::json)
+        AS t(n integer, source text, object_id text, event_id bigint, from_state text,
+             to_state text, verdict text, note text, at timestamptz)
+    ORDER BY n
+)
+UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, last_error = NULL, updated_at = %(now)s
+FROM json_to_recordset(%(done)s::json) AS t(id bigint, token text)
+WHERE events.id = t.id AND events.claim_token = t.token AND events.status = 'processing'"""
 
-# ORDER BY n: identity values rise in application order, which history reads by.
-_INSERT_TRANSITIONS = """
-INSERT INTO transitions
-    (source, object_id, event_id, from_state, to_state, verdict, note, at)
-SELECT source, object_id, event_id, from_state, to_state, verdict, note, at
-FROM json_to_recordset(%(transitions)s::json)
-    AS t(n integer, source text, object_id text, event_id bigint, from_state text,
-         to_state text, verdict text, note text, at timestamptz)
-ORDER BY n"""
-
-_MARK_DONE = """
+# An event enriched since it was stored: its parsed fields are written too (as the single
+# apply's APPLY_EVENT does).
+_MARK_ENRICHED_DONE = """
 UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, last_error = NULL, kind = t.kind, type = t.type,
     object_id = t.object_id, reference = t.reference, amount = t.amount,
@@ -112,12 +125,14 @@ def _compact(query: str) -> str:
 FENCE: Final = _compact(_FENCE)
 LOCK: Final = _compact(_LOCK)
 PAYMENTS: Final = _compact(_PAYMENTS)
-UPSERT_PAYMENTS: Final = _compact(_UPSERT_PAYMENTS)
-INSERT_TRANSITIONS: Final = _compact(_INSERT_TRANSITIONS)
-MARK_DONE: Final = _compact(_MARK_DONE)
+WRITE: Final = _compact(_WRITE)
+MARK_ENRICHED_DONE: Final = _compact(_MARK_ENRICHED_DONE)
 
 Key = tuple[str, str]
 Connection = AsyncConnection[DictRow]
+
+# Every field of a parsed event; a stored event has them all, under the same names.
+_parsed_fields = attrgetter(*(field.name for field in fields(ParsedEvent)))
 
 
 class PgExecutor:
@@ -155,14 +170,17 @@ async def apply_many(
         async with conn.pipeline(), conn.transaction():
             fenced_rows = await conn.execute(FENCE, {"claims": orjson.dumps(claims).decode()})
             await conn.execute(LOCK, {"keys": key_doc})
-            found = await conn.execute(PAYMENTS, {"keys": key_doc})
+            # Never a cached generic plan: one made while `payments` was new and small
+            # keeps scanning the whole table until autovacuum's first ANALYZE (a minute
+            # or more of every batch reading every payment on a fresh database).
+            found = await conn.execute(PAYMENTS, {"keys": key_doc}, prepare=False)
             fenced = {row["id"] for row in await fenced_rows.fetchall()}
             current = {
                 (row["source"], row["object_id"]): rows.payment_from_row(row)
                 for row in await found.fetchall()
             }
             writes = await _decide_all(conn, batch, results, fenced, current)
-            if writes.events:
+            if writes.transitions:
                 await _write(conn, writes, now)
     return [False if result is None else result for result in results]
 
@@ -170,8 +188,9 @@ async def apply_many(
 class _Writes:
     def __init__(self) -> None:
         self.payments: dict[Key, bytes] = {}  # the final state of each, encoded
-        self.transitions: list[bytes] = []
-        self.events: list[bytes] = []
+        self.transitions: list[bytes] = []  # one per applied event
+        self.done: list[bytes] = []  # applied events as stored
+        self.enriched: list[bytes] = []  # applied events enriched since stored
         self.outbox: list[OutboxRow] = []
 
 
@@ -195,7 +214,8 @@ async def _decide_all(
             if (payment.source, payment.object_id) != key:
                 raise ValueError(f"decide returned payment {payment.object_id!r} for {key!r}")
             transition = _transition_row(len(writes.transitions), payment, outcome.transition)
-            event = _event_row(item)
+            as_stored = _as_stored(item)
+            event = _claim_row(item) if as_stored else _event_row(item)
             encoded = _payment_row(payment)
             enqueue = [] if item.outbox is None else list(item.outbox(outcome))
             if item.handle is not None:
@@ -207,16 +227,21 @@ async def _decide_all(
         writes.outbox.extend(enqueue)
         current[key], writes.payments[key] = payment, encoded
         writes.transitions.append(transition)
-        writes.events.append(event)
+        (writes.done if as_stored else writes.enriched).append(event)
         results[index] = True
     return writes
 
 
 async def _write(conn: Connection, writes: _Writes, now: datetime) -> None:
-    payments = _array(list(writes.payments.values()))
-    await conn.execute(UPSERT_PAYMENTS, {"payments": payments, "now": now})
-    await conn.execute(INSERT_TRANSITIONS, {"transitions": _array(writes.transitions)})
-    await conn.execute(MARK_DONE, {"events": _array(writes.events), "now": now})
+    params = {
+        "payments": _array(list(writes.payments.values())),
+        "transitions": _array(writes.transitions),
+        "done": _array(writes.done),
+        "now": now,
+    }
+    await conn.execute(WRITE, params)
+    if writes.enriched:
+        await conn.execute(MARK_ENRICHED_DONE, {"events": _array(writes.enriched), "now": now})
     await insert_outbox_pg(conn, writes.outbox, now)
 
 
@@ -238,6 +263,16 @@ def _transition_row(n: int, payment: Payment, transition: Transition) -> bytes:
             "at": transition.at,
         }
     )
+
+
+def _as_stored(item: Application) -> bool:
+    """Whether the event is still as stored (not enriched): rewriting its parsed fields
+    would change nothing."""
+    return _parsed_fields(item.event) == _parsed_fields(item.claim.event)
+
+
+def _claim_row(item: Application) -> bytes:
+    return orjson.dumps({"id": item.claim.event.id, "token": item.claim.token})
 
 
 def _event_row(item: Application) -> bytes:

@@ -19,12 +19,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import AsyncConnection, sql
-from psycopg.rows import DictRow, dict_row, tuple_row
+from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import DictRow, RowMaker, dict_row, no_result, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from porteiro.errors import ConfigError, StoreUnavailable
@@ -141,6 +143,7 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
                 "autocommit": True,
                 "row_factory": dict_row,
                 "connect_timeout": self._connect_timeout,
+                **_utc_session(self.conninfo),
             },
             min_size=1,
             max_size=self._max_size,
@@ -269,12 +272,10 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
             "limit": limit,
         }
         async with self._connection() as conn:
-            cursor = await conn.execute(q.CLAIM, params)
+            cursor = conn.cursor(row_factory=_claimed_event)
+            await cursor.execute(q.CLAIM, params)
             found = await cursor.fetchall()
-        events = sorted(
-            (rows.event_from_row(row) for row in found),
-            key=lambda event: (event.next_attempt_at or lease_until, event.id),
-        )
+        events = sorted(found, key=lambda event: (event.next_attempt_at or lease_until, event.id))
         return [Claim(event, token, lease_until.astimezone(UTC)) for event in events]
 
     async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109 (protocol)
@@ -476,6 +477,24 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         async with self._connection() as conn:
             cursor = await conn.execute(query, params)
             return await cursor.fetchall()
+
+
+def _utc_session(conninfo: str) -> dict[str, str]:
+    """Times come back in UTC, as Porteiro uses them: otherwise psycopg builds zoned
+    datetimes (even for Etc/UTC) that every read converts back, a few per claimed event.
+    Left alone when the URL sets its own `options`."""
+    if "options" in conninfo_to_dict(conninfo):
+        return {}
+    return {"options": "-c TimeZone=UTC"}
+
+
+def _claimed_event(cursor: AsyncCursor[Any]) -> RowMaker[StoredEvent]:
+    """Row factory: a claimed row straight into its event, with no dict per row."""
+    if cursor.description is None:
+        return no_result
+    names = [column.name for column in cursor.description]
+    pick = itemgetter(*(names.index(name) for name in rows.EVENT_COLUMNS))
+    return lambda values: rows.event_from_values(pick(values))
 
 
 async def _execute_each(

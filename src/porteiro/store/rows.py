@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from operator import itemgetter
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -29,6 +30,36 @@ from porteiro.model import (
 
 # Forensics only needs the start of a refused body; this bounds the quarantine table.
 QUARANTINE_BODY_LIMIT = 64 * 1024
+
+# The columns a StoredEvent is read from, in the order `event_from_values` takes them.
+EVENT_COLUMNS: Final = (
+    "id",
+    "source",
+    "dedup_key",
+    "kind",
+    "type",
+    "object_id",
+    "reference",
+    "amount",
+    "currency",
+    "occurred_at",
+    "refunded_total",
+    "thin",
+    "data",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "last_error",
+    "duplicates",
+    "received_at",
+    "updated_at",
+    "origin",
+)
+_event_values = itemgetter(*EVENT_COLUMNS)
+# Enum calls (`Kind(value)`) are slow for lookups made for every row a worker claims.
+_KINDS = {kind.value: kind for kind in Kind}
+_STATUSES = {status.value: status for status in EventStatus}
+_TEXT = (str, bytes, bytearray, memoryview)
 
 
 class Row(Protocol):
@@ -63,7 +94,7 @@ def dump_json(value: Any) -> str:
 
 def load_json(value: Any) -> Any:
     """JSON text (SQLite) or an already decoded value (PostgreSQL jsonb)."""
-    if isinstance(value, str | bytes | bytearray | memoryview):
+    if isinstance(value, _TEXT):
         return orjson.loads(bytes(value) if isinstance(value, memoryview) else value)
     return value
 
@@ -81,29 +112,57 @@ def _optional_int(value: Any) -> int | None:
 
 
 def event_from_row(row: Row) -> StoredEvent:
-    data = load_json(row["data"])
+    return event_from_values(_event_values(row))
+
+
+def event_from_values(values: Sequence[Any]) -> StoredEvent:
+    """An event from the values of its EVENT_COLUMNS, in that order."""
+    (
+        id_,
+        source,
+        dedup_key,
+        kind,
+        type_,
+        object_id,
+        reference,
+        amount,
+        currency,
+        occurred_at,
+        refunded_total,
+        thin,
+        data,
+        status,
+        attempts,
+        next_attempt_at,
+        last_error,
+        duplicates,
+        received_at,
+        updated_at,
+        origin,
+    ) = values
+    data = load_json(data)
     return StoredEvent(
-        id=int(row["id"]),
-        source=row["source"],
-        dedup_key=row["dedup_key"],
-        kind=Kind(row["kind"]),
-        type=row["type"],
-        object_id=row["object_id"],
-        reference=row["reference"],
-        amount=_optional_int(row["amount"]),
-        currency=row["currency"],
-        occurred_at=decode_optional_time(row["occurred_at"]),
-        refunded_total=_optional_int(row["refunded_total"]),
-        thin=bool(row["thin"]),
+        id=int(id_),
+        source=source,
+        dedup_key=dedup_key,
+        kind=_KINDS.get(kind) or Kind(kind),
+        type=type_,
+        object_id=object_id,
+        reference=reference,
+        amount=_optional_int(amount),
+        currency=currency,
+        occurred_at=decode_optional_time(occurred_at),
+        refunded_total=_optional_int(refunded_total),
+        thin=bool(thin),
         data=data if isinstance(data, Mapping) else {},
-        status=EventStatus(row["status"]),
-        attempts=int(row["attempts"]),
-        next_attempt_at=decode_optional_time(row["next_attempt_at"]),
-        last_error=row["last_error"],
-        duplicates=int(row["duplicates"]),
-        received_at=decode_time(row["received_at"]),
-        updated_at=decode_time(row["updated_at"]),
-        origin=row["origin"],
+        status=_STATUSES.get(status) or EventStatus(status),
+        attempts=int(attempts),
+        next_attempt_at=decode_optional_time(next_attempt_at),
+        last_error=last_error,
+        duplicates=int(duplicates),
+        received_at=decode_time(received_at),
+        updated_at=decode_time(updated_at),
+        origin=origin,
     )
 
 
