@@ -38,7 +38,7 @@ test: install services lint
 	$(BIN)/pytest
 
 # The side-by-side benchmark (docs/performance.md): <= 10 minutes on 2 cores; BENCH_QUICK=1
-# for a 1-2 minute smoke run, BENCH_SCALE=5000000 to add the 5 M stored-events step.
+# for a 1-2 minute smoke run, BENCH_SCALE=1000000 to skip the 5 M stored-events step.
 BENCH_STAMP = $(VENV)/.bench-installed-stamp
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml

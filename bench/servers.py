@@ -159,7 +159,6 @@ url = "{store_url}"
 
 [worker]
 concurrency = {worker_concurrency}
-batch_size = 64
 poll_interval_seconds = 0.5
 
 [sources.stripe]
