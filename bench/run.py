@@ -137,6 +137,12 @@ def _e2e_targets(result: Mapping[str, Any]) -> list[Target]:
     left = _not_done(e2e["latency"])
     note = f"{left:,} events not done: excluded" if left else ""
     found = [report.at_most("e2e receipt->done p99 @50%", p99, 1.0, "s", note)]
+    # Steady means the receiver answered at the asked rate all along (receipt->done alone
+    # would not show a receiver that fell behind: its queue sits in the generator).
+    ack: Load = e2e["ack"]
+    kept = ack.rate / e2e["rate"] if e2e["rate"] else None
+    note = f"{ack.errors:,} requests unsent or failed" if ack.errors else ""
+    found.append(report.at_least("e2e answered / asked rate", kept, 0.99, note))
     # Bounded: the backlog of the last third of the run stays under 2 s of arrivals.
     tail = backlog[len(backlog) * 2 // 3 :] or [0]
     limit = e2e["rate"] * 2
