@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from porteiro.ledger import apply
 from porteiro.model import Kind, ParsedEvent, Payment
+from tests.unit.test_ledger_properties import event as parsed_event
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -49,38 +50,15 @@ DATA = st.fixed_dictionaries(
 )
 
 
-def parsed(
-    kind: Kind,
-    amount: int | None,
-    total: int | None,
-    occurred_at: datetime | None,
-    currency: str | None,
-    reference: str | None,
-    data: dict[str, Any],
-) -> ParsedEvent:
-    return ParsedEvent(
-        dedup_key="",
-        kind=kind,
-        type=kind.value,
-        object_id="pay_1",
-        reference=reference,
-        amount=amount,
-        currency=currency,
-        occurred_at=occurred_at,
-        refunded_total=total,
-        data=data,
-    )
-
-
 EVENTS = st.builds(
-    parsed,
+    parsed_event,
     st.sampled_from(list(Kind)),
     AMOUNTS,
     AMOUNTS,
-    TIMES,
-    st.sampled_from([None, "BRL", "USD"]),
-    st.sampled_from([None, "a", "b"]),
-    DATA,
+    occurred_at=TIMES,
+    currency=st.sampled_from([None, "BRL", "USD"]),
+    reference=st.sampled_from([None, "a", "b"]),
+    data=DATA,
 )
 # Few ids: the same id comes back as a duplicate or with other content (a revision).
 STEPS = st.lists(st.tuples(st.integers(1, 6), EVENTS), min_size=1, max_size=12)
@@ -107,7 +85,7 @@ def test_a_payment_from_the_ledger_applies_like_one_from_the_store(
 
 
 def test_facts_are_read_only_and_copy_as_plain_dicts() -> None:
-    event = parsed(Kind.PAYMENT_PAID, 1000, None, T0, "BRL", "order-1", {})
+    event = parsed_event(Kind.PAYMENT_PAID, 1000, occurred_at=T0, currency="BRL", reference="o1")
     facts: Any = apply(None, source="shop", event_id=1, event=event, at=NOW).payment.facts
     with pytest.raises(TypeError):
         facts["2"] = {}
