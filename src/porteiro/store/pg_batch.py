@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 import orjson
@@ -135,7 +134,7 @@ def ingest(
     if parse_error is not None:
         # NULL key: the statement names the placeholder after its delivery id.
         placeholder = ParsedEvent("", Kind.OTHER, UNPARSEABLE_TYPE, object_id=None)
-        row = _event_row(placeholder, request.source, now)
+        row = rows.new_event_columns(placeholder, request.source, now)
         row.update(dedup_key=None, status=EventStatus.DEAD.value, next_attempt_at=None)
         row["last_error"] = parse_error
         encoded: list[tuple[tuple[str, str | None], bytes]] = [
@@ -145,32 +144,11 @@ def ingest(
         encoded = [
             (
                 (request.source, event.dedup_key),
-                orjson.dumps(_event_row(event, request.source, now)),
+                orjson.dumps(rows.new_event_columns(event, request.source, now)),
             )
             for event in events
         ]
     return Ingest(delivery, orjson.dumps(now), encoded)
-
-
-def _event_row(event: ParsedEvent, source: str, now: datetime) -> dict[str, Any]:
-    status = rows.initial_status(event)
-    return {
-        "source": source,
-        "dedup_key": event.dedup_key,
-        "kind": Kind(event.kind).value,
-        "type": event.type,
-        "object_id": event.object_id,
-        "reference": event.reference,
-        "amount": event.amount,
-        "currency": event.currency,
-        "occurred_at": event.occurred_at,
-        "refunded_total": event.refunded_total,
-        "thin": event.thin,
-        "data": dict(event.data),
-        "status": status.value,
-        "next_attempt_at": now if status is EventStatus.PENDING else None,
-        "last_error": None,
-    }
 
 
 class IngestBatch:

@@ -14,7 +14,7 @@ from typing import Any, Final
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from porteiro.model import EventStatus, Kind, ParsedEvent, Payment
+from porteiro.model import ParsedEvent, Payment
 from porteiro.store import rows
 from porteiro.store.base import EventFilter
 
@@ -190,26 +190,9 @@ def headers_param(headers: Sequence[tuple[str, str]]) -> Jsonb:
 def event_params(
     event: ParsedEvent, source: str, delivery_id: int, now: datetime
 ) -> dict[str, Any]:
-    status = rows.initial_status(event)
-    return {
-        "source": source,
-        "dedup_key": event.dedup_key,
-        "kind": Kind(event.kind).value,
-        "type": event.type,
-        "object_id": event.object_id,
-        "reference": event.reference,
-        "amount": event.amount,
-        "currency": event.currency,
-        "occurred_at": event.occurred_at,
-        "refunded_total": event.refunded_total,
-        "thin": event.thin,
-        "data": json_param(dict(event.data)),
-        "status": status.value,
-        "next_attempt_at": now if status is EventStatus.PENDING else None,
-        "last_error": None,
-        "delivery_id": delivery_id,
-        "now": now,
-    }
+    columns = rows.new_event_columns(event, source, now)
+    columns.update(data=json_param(columns["data"]), delivery_id=delivery_id, now=now)
+    return columns
 
 
 def payment_params(payment: Payment, now: datetime) -> dict[str, Any]:

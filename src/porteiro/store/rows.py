@@ -234,3 +234,26 @@ def parse_cursor(cursor: str | None) -> int | None:
 def initial_status(event: ParsedEvent) -> EventStatus:
     """A new event with nothing for the ledger to act on is stored already `ignored`."""
     return EventStatus.PENDING if event.actionable else EventStatus.IGNORED
+
+
+def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> dict[str, Any]:
+    """A new event's columns, as the parsed event gives them (each dialect encodes times,
+    booleans and `data` its own way): due `now`, in the caller's encoding, when pending."""
+    status = initial_status(event)
+    return {
+        "source": source,
+        "dedup_key": event.dedup_key,
+        "kind": Kind(event.kind).value,
+        "type": event.type,
+        "object_id": event.object_id,
+        "reference": event.reference,
+        "amount": event.amount,
+        "currency": event.currency,
+        "occurred_at": event.occurred_at,
+        "refunded_total": event.refunded_total,
+        "thin": event.thin,
+        "data": dict(event.data),
+        "status": status.value,
+        "next_attempt_at": now if status is EventStatus.PENDING else None,
+        "last_error": None,
+    }

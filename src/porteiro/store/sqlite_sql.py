@@ -220,27 +220,16 @@ def delivery_params(
 
 
 def event_params(event: ParsedEvent, source: str, delivery_id: int, now: str) -> dict[str, Any]:
-    status = rows.initial_status(event)
-    return {
-        "source": source,
-        "dedup_key": event.dedup_key,
-        "kind": Kind(event.kind).value,
-        "type": event.type,
-        "object_id": event.object_id,
-        "reference": event.reference,
-        "amount": event.amount,
-        "currency": event.currency,
-        "occurred_at": rows.encode_optional_time(event.occurred_at),
-        "refunded_total": event.refunded_total,
-        "thin": int(event.thin),
-        "data": rows.dump_json(dict(event.data)),
-        "status": status.value,
-        "next_attempt_at": now if status is EventStatus.PENDING else None,
-        "last_error": None,
-        "delivery_id": delivery_id,
-        "now": now,
-        "placeholder": UNPARSEABLE_TYPE,
-    }
+    columns = rows.new_event_columns(event, source, now)
+    columns.update(
+        occurred_at=rows.encode_optional_time(event.occurred_at),
+        thin=int(event.thin),
+        data=rows.dump_json(columns["data"]),
+        delivery_id=delivery_id,
+        now=now,
+        placeholder=UNPARSEABLE_TYPE,
+    )
+    return columns
 
 
 def placeholder_params(source: str, delivery_id: int, now: str, reason: str) -> dict[str, Any]:
