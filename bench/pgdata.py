@@ -20,6 +20,7 @@ from bench.naive.schema import SCHEMA as NAIVE_SCHEMA
 PREFIX = "porteiro_bench_"
 PRELOAD_CHUNK = 250_000
 PRELOAD_CONNECTIONS = 2
+Job = tuple[str, dict[str, Any]]  # a preload query and its parameters
 _PLACEHOLDER = "EVT_PRELOAD_ID"
 
 # Old, processed Stripe deliveries: one event each, a realistic raw body and headers.
@@ -168,27 +169,27 @@ def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:
     return time.monotonic() - started
 
 
-def _deal(jobs: list[tuple[str, int, int]], template: str) -> list[list[dict[str, Any]]]:
-    """The jobs dealt round-robin into one list per connection."""
-    hands: list[list[dict[str, Any]]] = [[] for _ in range(PRELOAD_CONNECTIONS)]
+def _deal(jobs: list[tuple[str, int, int]], template: str) -> list[list[Job]]:
+    """The jobs, each a query and its parameters, dealt round-robin into one list per
+    connection."""
+    hands: list[list[Job]] = [[] for _ in range(PRELOAD_CONNECTIONS)]
     for index, (query, low, high) in enumerate(jobs):
         params = {
-            "query": query,
             "first": low,
             "last": high,
             "headers": _PRELOAD_HEADERS,
             "body": template,
             "placeholder": _PLACEHOLDER,
         }
-        hands[index % PRELOAD_CONNECTIONS].append(params)
+        hands[index % PRELOAD_CONNECTIONS].append((query, params))
     return hands
 
 
-def _preload_part(url: str, jobs: list[dict[str, Any]]) -> None:
+def _preload_part(url: str, jobs: list[Job]) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET session_replication_role = replica")
-        for params in jobs:
-            conn.execute(params["query"], params)
+        for query, params in jobs:
+            conn.execute(query, params)
 
 
 def event_count(url: str) -> int:
