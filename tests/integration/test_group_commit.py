@@ -201,6 +201,51 @@ async def test_batch_of_copies_of_a_stored_event_are_all_duplicates(lingering: S
     assert stored is not None and stored.duplicates == 3
 
 
+async def test_only_repeat_deliveries_get_a_link_row(lingering: Store, store_url: str) -> None:
+    # The first delivery of an event is its first_delivery_id; a link row per new event
+    # was a third of PostgreSQL's work per ack. Repeats (in the batch or later) are linked,
+    # and every reader still sees all of an event's deliveries, in order.
+    first, same_batch, other = await asyncio.gather(
+        lingering.record_delivery(request("a"), [event("evt_x"), event("evt_y")]),
+        lingering.record_delivery(request("b"), [event("evt_x")]),
+        lingering.record_delivery(request("c"), [event("evt_z")]),
+    )
+    later = await lingering.record_delivery(request("d"), [event("evt_y"), event("evt_z")])
+    bad = await lingering.record_delivery(request("e"), [], parse_error="bad json")
+    assert link_rows(store_url) == [
+        (first.event_ids[0], same_batch.delivery_id),
+        (first.event_ids[1], later.delivery_id),
+        (other.event_ids[0], later.delivery_id),
+    ]
+    x, y = first.event_ids
+    assert [d.id for d in await lingering.event_deliveries(x)] == [
+        first.delivery_id,
+        same_batch.delivery_id,
+    ]
+    assert [d.id for d in await lingering.event_deliveries(y)] == [
+        first.delivery_id,
+        later.delivery_id,
+    ]
+    assert [d.id for d in await lingering.event_deliveries(bad.event_ids[0])] == [bad.delivery_id]
+    everything = [first, same_batch, other, later, bad]
+    assert await lingering.event_delivery_ids(EventFilter()) == sorted(
+        r.delivery_id for r in everything
+    )
+    assert await lingering.event_delivery_ids(EventFilter(dedup_key="evt_z")) == [
+        other.delivery_id,
+        later.delivery_id,
+    ]
+
+
+def link_rows(store_url: str) -> list[tuple[int, int]]:
+    query = "SELECT event_id, delivery_id FROM event_deliveries ORDER BY delivery_id, event_id"
+    if store_url.startswith("sqlite"):
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            return [tuple(row) for row in db.execute(query)]
+    with psycopg.connect(store_url) as conn:
+        return [tuple(row) for row in conn.execute(query)]
+
+
 async def test_unparseable_deliveries_in_one_batch_get_their_own_placeholders(
     lingering: Store,
 ) -> None:

@@ -162,9 +162,21 @@ WHERE source = %s AND dedup_key = %s"""
 
 GET_EVENT: Final = "SELECT * FROM events WHERE id = %s"
 
+# An event's deliveries: its first (first_delivery_id) and the repeats linked in
+# event_deliveries.
 EVENT_DELIVERIES: Final = """
-SELECT d.* FROM deliveries AS d JOIN event_deliveries AS ed ON ed.delivery_id = d.id
-WHERE ed.event_id = %s ORDER BY d.id"""
+SELECT d.* FROM deliveries AS d
+WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = %(id)s
+               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = %(id)s)
+ORDER BY d.id"""
+
+EVENT_DELIVERY_IDS: Final = """
+SELECT events.first_delivery_id AS delivery_id FROM events
+WHERE {where} AND events.first_delivery_id IS NOT NULL
+UNION
+SELECT ed.delivery_id FROM event_deliveries AS ed JOIN events ON events.id = ed.event_id
+WHERE {where}
+ORDER BY 1"""
 
 PAYMENT_HISTORY: Final = """
 SELECT * FROM transitions WHERE source = %s AND object_id = %s ORDER BY id"""

@@ -437,7 +437,7 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         return rows.event_from_row(found[0]) if found else None
 
     async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
-        found = await self._fetch(q.EVENT_DELIVERIES, (event_id,))
+        found = await self._fetch(q.EVENT_DELIVERIES, {"id": event_id})
         return [rows.delivery_from_row(row) for row in found]
 
     async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
@@ -446,11 +446,8 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
 
     async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
         where, params = q.event_where(filter)
-        query = sql.SQL(
-            "SELECT DISTINCT ed.delivery_id FROM event_deliveries AS ed"
-            " JOIN events ON events.id = ed.event_id WHERE {} ORDER BY ed.delivery_id"
-        )
-        found = await self._fetch(query.format(sql.SQL(" AND ").join(where)), params)
+        condition = sql.SQL(" AND ").join(where)
+        found = await self._fetch(sql.SQL(q.EVENT_DELIVERY_IDS).format(where=condition), params)
         return [int(row["delivery_id"]) for row in found]
 
     async def get_payment(self, source: str, object_id: str) -> Payment | None:

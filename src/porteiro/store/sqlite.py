@@ -330,7 +330,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         return rows.event_from_row(found[0]) if found else None
 
     async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
-        found = await self._fetch(q.EVENT_DELIVERIES, (event_id,))
+        found = await self._fetch(q.EVENT_DELIVERIES, (event_id, event_id))
         return [rows.delivery_from_row(row) for row in found]
 
     async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
@@ -339,7 +339,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
 
     async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
         where, params = q.event_filter(filter, table="events.")
-        found = await self._fetch(q.EVENT_DELIVERY_IDS.format(where=where), params)
+        found = await self._fetch(q.EVENT_DELIVERY_IDS.format(where=where), params + params)
         return [int(row[0]) for row in found]
 
     async def get_payment(self, source: str, object_id: str) -> Payment | None:
@@ -452,8 +452,10 @@ def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[Reco
             params["delivery_id"] = delivery_id
             row = _one(db, q.UPSERT_EVENT, params)
             event_ids.append(int(row["id"]))
-            new += int(row["duplicates"] == 0)
-            db.execute(q.LINK, (row["id"], delivery_id))
+            if row["duplicates"] == 0:
+                new += 1  # its first delivery: first_delivery_id, no link row
+            else:
+                db.execute(q.LINK, (row["id"], delivery_id))
         results.append(RecordResult(delivery_id, event_ids, new, len(event_ids) - new))
     return results
 

@@ -141,17 +141,25 @@ GET_EVENT: Final = "SELECT * FROM events WHERE id = ?"
 
 GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = ?"
 
+# An event's deliveries: its first (first_delivery_id) and the repeats linked in
+# event_deliveries. Parameters: the event id, twice.
 EVENT_DELIVERIES: Final = """
-SELECT d.* FROM deliveries AS d JOIN event_deliveries AS ed ON ed.delivery_id = d.id
-WHERE ed.event_id = ? ORDER BY d.id"""
+SELECT d.* FROM deliveries AS d
+WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = ?
+               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = ?)
+ORDER BY d.id"""
 
 # `{where}` is built from EventFilter with bound parameters only.
 LIST_EVENTS: Final = "SELECT * FROM events WHERE {where} ORDER BY id DESC LIMIT ?"
 
+# Parameters: the filter's, twice.
 EVENT_DELIVERY_IDS: Final = """
-SELECT DISTINCT ed.delivery_id FROM event_deliveries AS ed
-JOIN events ON events.id = ed.event_id
-WHERE {where} ORDER BY ed.delivery_id"""
+SELECT events.first_delivery_id FROM events
+WHERE {where} AND events.first_delivery_id IS NOT NULL
+UNION
+SELECT ed.delivery_id FROM event_deliveries AS ed JOIN events ON events.id = ed.event_id
+WHERE {where}
+ORDER BY 1"""
 
 PAYMENT_HISTORY: Final = """
 SELECT * FROM transitions WHERE source = ? AND object_id = ? ORDER BY id"""
