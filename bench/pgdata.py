@@ -190,6 +190,14 @@ def _preload_part(url: str, jobs: list[Job]) -> None:
             conn.execute(query, params)
 
 
+def checkpoint(url: str) -> None:
+    """Write every dirty buffer out now, so a measurement that follows does not share the
+    machine with the write-back of what came before (a 10 GB preload, the e2e run) nor
+    pay the full-page images of a checkpoint that starts during it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
 def event_count(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT count(*) FROM events").fetchone()

@@ -364,5 +364,6 @@ def scale(ctx: Context) -> dict[str, Any]:
 
 
 def scale_step(ctx: Context, config: Path, stored: int) -> Load:
+    pgdata.checkpoint(store_url(config))  # every step starts from a clean checkpoint
     with running(servers.porteiro(f"pg-scale-{stored}", config, 1, ctx.folder)) as server:
         return closed_checked(ctx, server, "stripe", ctx.plan.closed_s)
