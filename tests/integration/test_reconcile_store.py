@@ -123,6 +123,13 @@ async def test_synthetic_events_dedupe_like_deliveries_and_reach_the_worker(stor
                                       origin="reconcile", now=T0)  # fmt: skip
     assert (again.new, again.duplicates) == (0, 1)
     assert await store.claim("w", 10, LEASE, T0 + timedelta(seconds=10)) == []
+    # The webhook that finally comes is a repeat of the synthetic event (which has no
+    # first delivery): linked, so the event lists it as its one delivery.
+    late = await store.record_delivery(delivery("stripe", T0 + timedelta(seconds=20)), [
+        event("evt_2", Kind.PAYMENT_PAID, "pi_1", T0 + timedelta(seconds=1)),
+    ])  # fmt: skip
+    assert (late.new, late.duplicates) == (0, 1)
+    assert [d.id for d in await store.event_deliveries(stored.id)] == [late.delivery_id]
     assert await rs.known_keys("stripe", ["evt_1", "evt_2", "evt_3"]) == {"evt_1", "evt_2"}
     assert await rs.known_keys("other", ["evt_1"]) == set()
     keys = [f"k{n}" for n in range(1200)]
