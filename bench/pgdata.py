@@ -108,6 +108,15 @@ def fresh_database(admin_url: str, name: str) -> str:
     return database_url(admin_url, full)
 
 
+def drop_database(admin_url: str, url: str) -> None:
+    """Drop the database `url` names (its connections, autovacuum's included, end)."""
+    name = url.rpartition("/")[2]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
 def drop_databases(admin_url: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         names = conn.execute(

@@ -1,8 +1,9 @@
 """The measurements of one benchmark run, phase by phase (bench/run.py sequences them).
 
 Every server is started fresh for its phase and stopped at its end; each Porteiro scenario
-gets a fresh store. Request files are generated just before each load, so signature
-timestamps are seconds old when sent.
+gets a fresh store. In the servers phase every scenario's server is up at once (idle
+ones cost nothing), so the maxima can be measured in turns. Request files are generated
+just before each load, so signature timestamps are seconds old when sent.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import loadgen_py, loadgen_wrk, pgdata, servers
+from bench import loadgen_py, loadgen_wrk, pgdata, report, servers
 from bench import requests as presigned
 from bench.report import Load
 
@@ -30,11 +31,12 @@ NAIVE_ORDERS = 200_000
 
 @dataclass(frozen=True)
 class Plan:
-    closed_s: float  # each closed-loop (maximum throughput) run
+    closed_s: float  # closed-loop (maximum throughput) time per scenario, all rounds
     open_s: float  # each open-loop run at 50 % of the maximum
     variant_s: float  # duplicate-mix and Pix closed runs
     e2e_s: float  # end to end + memory, at 50 % of the PG maximum
     scale: tuple[int, ...]  # stored events before the scale runs (besides empty)
+    closed_rounds: int = 3  # closed_s split into this many runs, taken in turns
     connections: int = 64
     open_connections: int = 256
     e2e_workers: int = 2
@@ -49,6 +51,7 @@ class Context:
     python_ceiling: float | None = None  # open-loop req/s the Python generator reached
     notes: list[str] = field(default_factory=list)
     seed: int = 1
+    keep: bool = False  # keep every database for inspection (--keep)
 
     def next_seed(self) -> int:
         self.seed += 1
@@ -174,41 +177,71 @@ def generators(ctx: Context) -> dict[str, Any]:
     return {"python_open": load}
 
 
-def simple_server(ctx: Context, name: str, start: Callable[[], servers.Server]) -> dict[str, Any]:
-    """Closed-loop maximum, then open loop at half of it."""
-    with running(start()) as server:
-        top = closed_checked(ctx, server, "stripe", ctx.plan.closed_s)
-        return {
-            "closed": top,
-            "open": open_loop(ctx, server, half(top), ctx.plan.open_s),
-            "processes": len(server.pids()),
-            "ports": len(server.ports),
-        }
+@dataclass
+class Scenario:
+    """A compared server, up for the whole servers phase."""
+
+    name: str
+    server: servers.Server
+    info: dict[str, Any]  # processes, ports, topology: copied into the results
+    mixes: bool = False  # Porteiro: also the duplicate and Pix mixes
 
 
-def naive(ctx: Context, processes: int) -> dict[str, Any]:
+def start_hello(ctx: Context, processes: int, shared_port: bool) -> Scenario:
+    server = servers.hello(processes, shared_port, ctx.folder)
+    return Scenario(f"hello{processes}", server, _shape(server))
+
+
+def start_naive(ctx: Context, processes: int) -> Scenario:
     url = pgdata.fresh_database(ctx.pg_admin_url, f"naive{processes}")
     pgdata.naive_schema(url, NAIVE_ORDERS)
-    return simple_server(
-        ctx, f"naive-x{processes}", lambda: servers.naive(processes, url, ctx.folder)
-    )
+    server = servers.naive(processes, url, ctx.folder)
+    return Scenario(f"naive{processes}", server, _shape(server))
 
 
-def porteiro(ctx: Context, name: str, store: str, processes: int) -> dict[str, Any]:
-    """Closed loop (unique Stripe), open loop at half, then the duplicate and Pix mixes."""
+def start_porteiro(ctx: Context, name: str, store: str, processes: int) -> Scenario:
     config = porteiro_config(ctx, name, store)
-    with running(servers.porteiro(name, config, processes, ctx.folder)) as server:
-        top = closed_checked(ctx, server, "stripe", ctx.plan.closed_s)
-        result: dict[str, Any] = {
-            "closed": top,
-            "open": open_loop(ctx, server, half(top), ctx.plan.open_s),
-            "processes": len(server.pids()),
-            "ports": len(server.ports),
-            "topology": topology(processes),
-        }
-        if ctx.plan.variant_s > 0:
-            for kind in ("stripe-dup", "pix"):
-                result[kind] = closed_checked(ctx, server, kind, ctx.plan.variant_s)
+    server = servers.porteiro(name, config, processes, ctx.folder)
+    info = {**_shape(server), "topology": topology(processes)}
+    return Scenario(name, server, info, mixes=True)
+
+
+def _shape(server: servers.Server) -> dict[str, Any]:
+    return {"processes": len(server.pids()), "ports": len(server.ports)}
+
+
+def maxima(ctx: Context, scenarios: list[Scenario]) -> dict[str, Load]:
+    """Each scenario's closed-loop maximum (unique Stripe), as `closed_rounds` shorter runs
+    taken in turns across all scenarios (A B C, C B A, A B C) and combined.
+
+    These shared 2-core machines speed up and slow down by a third within minutes: one
+    run per scenario, minutes apart, put that swing into every ratio. In turns, each
+    scenario sees the same mix of good and bad moments, so the ratios between them hold.
+    """
+    rounds = max(1, ctx.plan.closed_rounds)
+    seconds = max(1.0, ctx.plan.closed_s / rounds)
+    runs: dict[str, list[Load]] = {scenario.name: [] for scenario in scenarios}
+    for number in range(rounds):
+        for scenario in scenarios if number % 2 == 0 else scenarios[::-1]:
+            runs[scenario.name].append(closed_checked(ctx, scenario.server, "stripe", seconds))
+    combined = {name: report.combine(loads) for name, loads in runs.items()}
+    for name, load in combined.items():
+        rates = ", ".join(f"{run.rate:,.0f}" for run in runs[name])
+        say(f"{name} maximum: {load.rate:,.0f} req/s over {rounds} runs ({rates})")
+    return combined
+
+
+def follow_up(ctx: Context, scenario: Scenario, top: Load) -> dict[str, Any]:
+    """After the maxima: the open loop at half of the scenario's maximum, then (Porteiro)
+    the duplicate and Pix mixes."""
+    result: dict[str, Any] = {
+        "closed": top,
+        "open": open_loop(ctx, scenario.server, half(top), ctx.plan.open_s),
+        **scenario.info,
+    }
+    if scenario.mixes and ctx.plan.variant_s > 0:
+        for kind in ("stripe-dup", "pix"):
+            result[kind] = closed_checked(ctx, scenario.server, kind, ctx.plan.variant_s)
     return result
 
 
@@ -274,6 +307,10 @@ def end_to_end(ctx: Context, rate: float) -> dict[str, Any]:
             stop.set()
             sampler.join(timeout=5)
         latency = pgdata.e2e_latency(url, since)
+    if not ctx.keep:
+        # A million events updated twice each: autovacuum would work through them for
+        # minutes, next to the scale phase's measurements.
+        pgdata.drop_database(ctx.pg_admin_url, url)
     say(
         f"e2e @{rate:,.0f}/s: receipt->done p50 {_s(latency['p50_s'])} p99 {_s(latency['p99_s'])}"
         f", backlog max {max(samples.backlog, default=0)}, drained in {drained}"

@@ -51,6 +51,47 @@ class Load:
         return self.server_cpu_s / self.requests * 1e6
 
 
+def combine(loads: Sequence[Load]) -> Load:
+    """Several runs of one load as one: requests, errors and CPU summed, the rate over the
+    summed durations, and each latency percentile the worst of the runs' (percentiles of
+    separate runs do not merge exactly; the worst never flatters). The runs are kept in
+    `detail["runs"]`."""
+    if len(loads) == 1:
+        return loads[0]
+    first = loads[0]
+    duration = sum(load.duration_s for load in loads)
+    requests = sum(load.requests for load in loads)
+
+    def worst(name: str) -> float | None:
+        values = [getattr(load, name) for load in loads if getattr(load, name) is not None]
+        return max(values) if values else None
+
+    def total(name: str) -> float | None:
+        values = [getattr(load, name) for load in loads if getattr(load, name) is not None]
+        return round(sum(values), 2) if values else None
+
+    return Load(
+        generator=first.generator,
+        mode=first.mode,
+        kind=first.kind,
+        connections=first.connections,
+        duration_s=round(duration, 2),
+        requests=requests,
+        rate=round(requests / duration, 1) if duration else 0.0,
+        p50_ms=worst("p50_ms"),
+        p90_ms=worst("p90_ms"),
+        p99_ms=worst("p99_ms"),
+        p999_ms=worst("p999_ms"),
+        max_ms=worst("max_ms"),
+        errors=sum(load.errors for load in loads),
+        non_2xx=sum(load.non_2xx for load in loads),
+        wraps=sum(load.wraps for load in loads),
+        generator_cpu_s=total("generator_cpu_s"),
+        server_cpu_s=total("server_cpu_s"),
+        detail={"runs": [asdict(load) for load in loads]},
+    )
+
+
 @dataclass
 class Target:
     name: str

@@ -39,13 +39,18 @@ def plan_for(args: argparse.Namespace, env: Mapping[str, str]) -> phases.Plan:
     quick = args.quick or env.get("BENCH_QUICK", "") not in ("", "0")
     scale = tuple(int(n) for n in (env.get("BENCH_SCALE") or "").replace(",", " ").split())
     if quick:
-        plan = phases.Plan(closed_s=2, open_s=2, variant_s=2, e2e_s=15, scale=scale or (50_000,))
+        plan = phases.Plan(
+            closed_s=2, open_s=2, variant_s=2, e2e_s=15, scale=scale or (50_000,), closed_rounds=2
+        )
     else:
         # 1 M then 5 M stored (the preload takes about a minute and a half in all);
         # BENCH_SCALE replaces the steps, e.g. BENCH_SCALE=1000000 for a shorter run.
         steps = tuple(sorted(set(scale))) or (1_000_000, 5_000_000)
-        # 5 s loads: the run (5-minute end to end, 5 M preload) must fit in 10 minutes.
-        plan = phases.Plan(closed_s=5, open_s=5, variant_s=3, e2e_s=300, scale=steps)
+        # Short loads: the run (5-minute end to end, 5 M preload) must fit in 10 minutes.
+        # Maxima: 3 runs of 2 s per scenario, taken in turns (phases.maxima).
+        plan = phases.Plan(
+            closed_s=6, open_s=5, variant_s=3, e2e_s=300, scale=steps, closed_rounds=3
+        )
     overrides: dict[str, Any] = {}
     if args.duration:
         overrides.update(closed_s=args.duration, open_s=args.duration, variant_s=args.duration)
@@ -62,22 +67,28 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         result["generators"] = phases.generators(ctx)
     shared = servers.receivers_option() is not None
     starts = {
-        "hello1": lambda: phases.simple_server(
-            ctx, "hello-x1", lambda: servers.hello(1, shared, ctx.folder)
-        ),
-        "hello2": lambda: phases.simple_server(
-            ctx, "hello-x2", lambda: servers.hello(2, shared, ctx.folder)
-        ),
-        "naive1": lambda: phases.naive(ctx, 1),
-        "naive2": lambda: phases.naive(ctx, 2),
-        "sqlite": lambda: phases.porteiro(ctx, "sqlite", "sqlite", 1),
-        "pg1": lambda: phases.porteiro(ctx, "pg1", "pg", 1),
-        "pg2": lambda: phases.porteiro(ctx, "pg2", "pg", 2),
+        "hello1": lambda: phases.start_hello(ctx, 1, shared),
+        "hello2": lambda: phases.start_hello(ctx, 2, shared),
+        "naive1": lambda: phases.start_naive(ctx, 1),
+        "naive2": lambda: phases.start_naive(ctx, 2),
+        "sqlite": lambda: phases.start_porteiro(ctx, "sqlite", "sqlite", 1),
+        "pg1": lambda: phases.start_porteiro(ctx, "pg1", "pg", 1),
+        "pg2": lambda: phases.start_porteiro(ctx, "pg2", "pg", 2),
     }
     if "servers" in wanted:
-        for name in scenarios:
-            phases.say(f"scenario {name}")
-            result["servers"][name] = starts[name]()
+        with contextlib.ExitStack() as up:
+            started = []
+            for name in scenarios:
+                phases.say(f"starting {name}")
+                scenario = starts[name]()
+                up.callback(scenario.server.stop)
+                started.append(scenario)
+            tops = phases.maxima(ctx, started)
+            for scenario in started:
+                phases.say(f"scenario {scenario.name}: half load, then mixes")
+                result["servers"][scenario.name] = phases.follow_up(
+                    ctx, scenario, tops[scenario.name]
+                )
     if "e2e" in wanted:
         rate = _e2e_rate(result["servers"])
         result["e2e"] = phases.end_to_end(ctx, rate)
@@ -261,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     clock = time.monotonic()
     folder = args.scratch or Path(tempfile.mkdtemp(prefix="porteiro-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    ctx = phases.Context(plan, folder, os.environ.get("BENCH_PG_URL", DEFAULT_PG))
+    ctx = phases.Context(plan, folder, os.environ.get("BENCH_PG_URL", DEFAULT_PG), keep=args.keep)
     phases.say(f"plan {plan}; scratch {folder}")
     try:
         with contextlib.ExitStack() as stack:
