@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -311,5 +312,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
     return path
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # A plain SIGTERM would end the process without its `finally` blocks: servers left
+    # running, databases left behind, and autovacuum left on when the run turned it on.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     main()
