@@ -252,7 +252,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="the 1-2 minute smoke version")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
     parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated")
-    parser.add_argument("--duration", type=float, help="seconds of every load run")
+    parser.add_argument(
+        "--duration", type=float, help="seconds of every load (the rounds of a maximum share them)"
+    )
     parser.add_argument("--e2e-seconds", type=float, help="end-to-end + memory run length")
     parser.add_argument("--generator", choices=("wrk", "python"), help="closed loop (default wrk)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="folder for the JSON")
