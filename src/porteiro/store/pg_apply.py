@@ -33,7 +33,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from porteiro.handlers import Params, Result
-from porteiro.model import Kind, ParsedEvent, Payment, Transition
+from porteiro.model import ParsedEvent, Payment, Transition
 from porteiro.store import rows
 from porteiro.store.base import Application, Applied
 from porteiro.store.pg_outbox import insert_outbox_pg
@@ -277,23 +277,8 @@ def _claim_row(item: Application) -> bytes:
 
 def _event_row(item: Application) -> bytes:
     """The event's parsed fields as enriched (the single apply's APPLY_EVENT writes them)."""
-    event = item.event
-    return orjson.dumps(
-        {
-            "id": item.claim.event.id,
-            "token": item.claim.token,
-            "kind": Kind(event.kind).value,
-            "type": event.type,
-            "object_id": event.object_id,
-            "reference": event.reference,
-            "amount": event.amount,
-            "currency": event.currency,
-            "occurred_at": event.occurred_at,
-            "refunded_total": event.refunded_total,
-            "thin": event.thin,
-            "data": dict(event.data),
-        }
-    )
+    columns = rows.parsed_event_columns(item.event)
+    return orjson.dumps({"id": item.claim.event.id, "token": item.claim.token, **columns})
 
 
 def _payment_row(payment: Payment) -> bytes:

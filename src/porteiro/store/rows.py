@@ -236,13 +236,10 @@ def initial_status(event: ParsedEvent) -> EventStatus:
     return EventStatus.PENDING if event.actionable else EventStatus.IGNORED
 
 
-def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> dict[str, Any]:
-    """A new event's columns, as the parsed event gives them (each dialect encodes times,
-    booleans and `data` its own way): due `now`, in the caller's encoding, when pending."""
-    status = initial_status(event)
+def parsed_event_columns(event: ParsedEvent) -> dict[str, Any]:
+    """The columns an adapter's parse (or enrich) decides, as the parsed event gives them
+    (each dialect encodes times, booleans and `data` its own way)."""
     return {
-        "source": source,
-        "dedup_key": event.dedup_key,
         "kind": Kind(event.kind).value,
         "type": event.type,
         "object_id": event.object_id,
@@ -253,6 +250,17 @@ def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> d
         "refunded_total": event.refunded_total,
         "thin": event.thin,
         "data": dict(event.data),
+    }
+
+
+def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> dict[str, Any]:
+    """A new event's columns: its key, its parsed columns, and due `now` (in the caller's
+    encoding) when pending."""
+    status = initial_status(event)
+    return {
+        "source": source,
+        "dedup_key": event.dedup_key,
+        **parsed_event_columns(event),
         "status": status.value,
         "next_attempt_at": now if status is EventStatus.PENDING else None,
         "last_error": None,
