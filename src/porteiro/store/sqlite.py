@@ -7,7 +7,9 @@ hop per statement): the thread's queue serialises them, no lock needed. Writes o
 on a lock upgrade. WAL with synchronous=FULL: NORMAL would be faster but can lose
 acknowledged commits on power loss, and a 2xx to a gateway is a promise that the
 delivery is stored. Concurrent ingests share one commit (group commit): one fsync per
-batch instead of per request.
+batch instead of per request; a batch's statements run on the loop's thread inside a
+transaction the store's thread holds (sqlite_held), which spares a GIL handoff per
+statement.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import load_migrations
 from porteiro.store.sqlite_apply import apply_many, apply_one
 from porteiro.store.sqlite_client import IdempotencySqliteMixin
+from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
 from porteiro.store.sqlite_reconcile import ReconcileSqliteMixin
 
@@ -153,12 +156,16 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
                 await asyncio.get_running_loop().run_in_executor(thread, db.close)
             thread.shutdown(wait=False)
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` on the store's thread: one hop, however many
-        statements. A cancelled caller does not cancel the work already queued."""
+    def _opened(self) -> tuple[sqlite3.Connection, ThreadPoolExecutor]:
         db, thread = self._db, self._thread
         if db is None or thread is None:
             raise StoreUnavailable("the SQLite store is not open")
+        return db, thread
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` on the store's thread: one hop, however many
+        statements. A cancelled caller does not cancel the work already queued."""
+        db, thread = self._opened()
         with _unavailable():
             return await asyncio.get_running_loop().run_in_executor(thread, fn, db, *args)
 
@@ -214,7 +221,11 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         return result
 
     async def _commit_ingests(self, items: Sequence[_Ingest]) -> Sequence[RecordResult]:
-        return await self._write(_record_batch, items)
+        # The batch's statements run on the loop's thread, BEGIN and COMMIT on the
+        # store's (sqlite_held says why); every other write runs wholly on the store's.
+        db, thread = self._opened()
+        with _unavailable():
+            return await run_held(db, thread, _record_batch, items)
 
     async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
         params = (
@@ -379,7 +390,9 @@ def _unavailable() -> Iterator[None]:
 
 
 def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    # check_same_thread off: ingest batches run their statements on the loop's thread
+    # while the store's thread holds their transaction (sqlite_held); never both at once.
+    db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     try:
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
