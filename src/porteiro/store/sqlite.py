@@ -463,12 +463,14 @@ def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[Reco
         new = 0
         for params in events:
             params["delivery_id"] = delivery_id
-            row = _one(db, q.UPSERT_EVENT, params)
-            event_ids.append(int(row["id"]))
-            if row["duplicates"] == 0:
+            inserted = db.execute(q.INSERT_EVENT, params)
+            if inserted.rowcount == 1 and inserted.lastrowid is not None:
+                event_ids.append(inserted.lastrowid)
                 new += 1  # its first delivery: first_delivery_id, no link row
             else:
-                db.execute(q.LINK, (row["id"], delivery_id))
+                event_id = int(_one(db, q.COUNT_DUPLICATE, params)["id"])
+                event_ids.append(event_id)
+                db.execute(q.LINK, (event_id, delivery_id))
         results.append(RecordResult(delivery_id, event_ids, new, len(event_ids) - new))
     return results
 

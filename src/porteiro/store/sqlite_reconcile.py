@@ -67,8 +67,9 @@ ON CONFLICT (source, object_id) DO UPDATE SET
     checks = reconcile_checks.checks + 1, checked_at = excluded.checked_at,
     next_check_at = excluded.next_check_at, last_error = excluded.last_error"""
 
-# As sqlite_sql.UPSERT_EVENT, with the origin and no delivery: a duplicate counts and
-# revives a failed event, and keeps the last delivery it had.
+# As sqlite_sql.INSERT_EVENT + COUNT_DUPLICATE in one upsert (not on the ack path), with
+# the origin and no delivery: a duplicate counts and revives a failed event, and keeps
+# the last delivery it had.
 UPSERT_SYNTHETIC: Final = """
 INSERT INTO events
     (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,

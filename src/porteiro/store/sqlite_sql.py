@@ -27,9 +27,10 @@ INSERT INTO deliveries
      parse_error)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
-# A duplicate counts and links; it revives a failed event (dead or retrying) by making it
-# due now, but never the unparseable placeholder, which only `reparsed` settles.
-UPSERT_EVENT: Final = """
+# A new event is a plain insert (its id is the cursor's lastrowid: no RETURNING row to
+# build on the hot path); a key already stored inserts nothing, and COUNT_DUPLICATE
+# then counts it.
+INSERT_EVENT: Final = """
 INSERT INTO events
     (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,
      refunded_total, thin, data, status, next_attempt_at, last_error, first_delivery_id,
@@ -37,16 +38,21 @@ INSERT INTO events
 VALUES (:source, :dedup_key, :kind, :type, :object_id, :reference, :amount, :currency,
         :occurred_at, :refunded_total, :thin, :data, :status, :next_attempt_at, :last_error,
         :delivery_id, :delivery_id, :now, :now)
-ON CONFLICT (source, dedup_key) DO UPDATE SET
-    duplicates = events.duplicates + 1,
-    last_delivery_id = excluded.last_delivery_id,
-    status = CASE WHEN events.status IN ('dead', 'retrying') AND events.type != :placeholder
-                  THEN 'pending' ELSE events.status END,
-    next_attempt_at = CASE WHEN events.status IN ('dead', 'retrying')
-                                AND events.type != :placeholder
-                           THEN :now ELSE events.next_attempt_at END,
+ON CONFLICT (source, dedup_key) DO NOTHING"""
+
+# A duplicate counts and links; it revives a failed event (dead or retrying) by making it
+# due now, but never the unparseable placeholder, which only `reparsed` settles.
+COUNT_DUPLICATE: Final = """
+UPDATE events SET
+    duplicates = duplicates + 1,
+    last_delivery_id = :delivery_id,
+    status = CASE WHEN status IN ('dead', 'retrying') AND type != :placeholder
+                  THEN 'pending' ELSE status END,
+    next_attempt_at = CASE WHEN status IN ('dead', 'retrying') AND type != :placeholder
+                           THEN :now ELSE next_attempt_at END,
     updated_at = :now
-RETURNING id, duplicates"""
+WHERE source = :source AND dedup_key = :dedup_key
+RETURNING id"""
 
 LINK: Final = """
 INSERT INTO event_deliveries (event_id, delivery_id) VALUES (?, ?)
