@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -102,6 +103,29 @@ async def test_200_concurrent_deliveries_each_get_their_own_result(store: Store)
         assert [d.id for d in await store.event_deliveries(event_id)] == [result.delivery_id]
     counts = await store.status_counts()
     assert sum(counts.values()) == counts["pending"] == 200
+
+
+async def test_bodies_of_every_length_in_one_batch_are_stored_byte_for_byte(
+    lingering: Store,
+) -> None:
+    # PostgreSQL sends a batch's bodies joined in one parameter, cut apart by offsets.
+    bodies = [
+        b"",
+        b"x",
+        bytes(range(256)) * 3,  # NUL and every other byte, not UTF-8
+        b'{"big": "' + b"a" * 100_000 + b'"}',
+        '{"nome": "Jo\u00e3o"}'.encode(),
+        b"\xff\xfe\x00trailing",
+    ]
+    requests = [
+        replace(request(f"b{n}"), body=body, query=f"n={n}") for n, body in enumerate(bodies)
+    ]
+    results = await asyncio.gather(
+        *(lingering.record_delivery(r, [event(f"evt_body_{n}")]) for n, r in enumerate(requests))
+    )
+    for body, result in zip(bodies, results, strict=True):
+        delivery = await lingering.get_delivery(result.delivery_id)
+        assert delivery is not None and delivery.body == body
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
