@@ -250,7 +250,7 @@ def _array(items: Sequence[bytes]) -> str:
 
 
 def _transition_row(n: int, payment: Payment, transition: Transition) -> bytes:
-    return orjson.dumps(
+    return rows.dump_held(
         {
             "n": n,
             "source": payment.source,
@@ -272,17 +272,17 @@ def _as_stored(item: Application) -> bool:
 
 
 def _claim_row(item: Application) -> bytes:
-    return orjson.dumps({"id": item.claim.event.id, "token": item.claim.token})
+    return rows.dump_held({"id": item.claim.event.id, "token": item.claim.token})
 
 
 def _event_row(item: Application) -> bytes:
     """The event's parsed fields as enriched (the single apply's APPLY_EVENT writes them)."""
     columns = rows.parsed_event_columns(item.event)
-    return orjson.dumps({"id": item.claim.event.id, "token": item.claim.token, **columns})
+    return rows.dump_held({"id": item.claim.event.id, "token": item.claim.token, **columns})
 
 
 def _payment_row(payment: Payment) -> bytes:
-    return orjson.dumps(
+    return rows.dump_held(
         {
             "source": payment.source,
             "object_id": payment.object_id,

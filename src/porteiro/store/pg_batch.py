@@ -119,7 +119,9 @@ Key = tuple[str, str | None, int]  # (source, dedup_key, ord of a placeholder's 
 class Ingest:
     """One record_delivery call as JSON objects, encoded by the caller (so an encoding
     error stays the caller's): its delivery (but the body), its body, its time, and each
-    event with its key."""
+    event with its key. The objects are kept without their opening brace (the batch
+    prepends its own fields): slicing also copies them out of orjson's output buffer,
+    which they would otherwise hold until their batch is sent (see rows.dump_held)."""
 
     delivery: bytes
     body: bytes
@@ -143,7 +145,7 @@ def ingest(
             "client_cert_subject": request.client_cert_subject,
             "parse_error": parse_error,
         }
-    )
+    )[1:]
     if parse_error is not None:
         # NULL key: the statement names the placeholder after its delivery id.
         placeholder = ParsedEvent("", Kind.OTHER, UNPARSEABLE_TYPE, object_id=None)
@@ -151,17 +153,17 @@ def ingest(
         row.update(dedup_key=None, status=EventStatus.DEAD.value, next_attempt_at=None)
         row["last_error"] = parse_error
         encoded: list[tuple[tuple[str, str | None], bytes]] = [
-            ((request.source, None), orjson.dumps(row))
+            ((request.source, None), orjson.dumps(row)[1:])
         ]
     else:
         encoded = [
             (
                 (request.source, event.dedup_key),
-                orjson.dumps(rows.new_event_columns(event, request.source, now)),
+                orjson.dumps(rows.new_event_columns(event, request.source, now))[1:],
             )
             for event in events
         ]
-    return Ingest(delivery, request.body, orjson.dumps(now), encoded)
+    return Ingest(delivery, request.body, rows.dump_held(now), encoded)
 
 
 class IngestBatch:
@@ -178,7 +180,7 @@ class IngestBatch:
         body_at = 1  # where the delivery's body starts in `bodies` (SQL counts from 1)
         for ord_, item in enumerate(items, start=1):
             head = b'{"ord":%d,"body_at":%d,"body_length":%d,' % (ord_, body_at, len(item.body))
-            deliveries.append(head + item.delivery[1:])
+            deliveries.append(head + item.delivery)
             body_at += len(item.body)
             keys: list[Key] = []
             for (source, dedup_key), encoded in item.events:
@@ -194,7 +196,7 @@ class IngestBatch:
         events = [
             b'{"first_ord":%d,"last_ord":%d,"received_at":%s,"updated_at":%s,"duplicates":%d,'
             % (first, last, received, updated, dups)
-            + encoded[1:]
+            + encoded
             for encoded, first, last, received, updated, dups in unique.values()
         ]
         link_rows = [{"source": s, "dedup_key": k, "ord": o} for s, k, o in links]

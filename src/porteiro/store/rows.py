@@ -92,6 +92,13 @@ def dump_json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def dump_held(value: Any) -> bytes:
+    """orjson.dumps, copied to its own size, for a document held until its batch is sent:
+    orjson's result keeps orjson's whole output buffer (~4 KB however short the JSON),
+    and a batch of such buffers cost ~1 us more per document than the copy."""
+    return bytes(memoryview(orjson.dumps(value)))
+
+
 def load_json(value: Any) -> Any:
     """JSON text (SQLite) or an already decoded value (PostgreSQL jsonb)."""
     if isinstance(value, _TEXT):
