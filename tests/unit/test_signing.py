@@ -30,6 +30,16 @@ def test_hmac_digest_matches_the_standard_library() -> None:
         assert signing.hmac_digest(b"key", b"message", name) == expected
 
 
+@given(st.binary(max_size=200), st.lists(st.binary(max_size=2000), min_size=1, max_size=5))
+def test_hmac_digest_of_many_messages_under_one_key_stays_exact(
+    key: bytes, messages: list[bytes]
+) -> None:
+    # The key's prepared HMAC is reused: no message may leak into the next digest.
+    for message in messages:
+        for name in ("sha1", "sha256", "sha512"):
+            assert signing.hmac_digest(key, message, name) == hmac.digest(key, message, name)
+
+
 def test_any_match_finds_one_among_several() -> None:
     assert signing.any_match([b"a", b"b"], [b"x", b"b"])
     assert not signing.any_match([b"a", b"b"], [b"x", b"y"])
