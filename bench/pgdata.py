@@ -110,11 +110,8 @@ def fresh_database(admin_url: str, name: str) -> str:
 
 def drop_database(admin_url: str, url: str) -> None:
     """Drop the database `url` names (its connections, autovacuum's included, end)."""
-    name = url.rpartition("/")[2]
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        _drop(conn, url.rpartition("/")[2])
 
 
 def drop_databases(admin_url: str) -> None:
@@ -123,9 +120,11 @@ def drop_databases(admin_url: str) -> None:
             "SELECT datname FROM pg_database WHERE datname LIKE %s", (PREFIX + "%",)
         ).fetchall()
         for (name,) in names:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            _drop(conn, name)
+
+
+def _drop(conn: psycopg.Connection[Any], name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def naive_schema(url: str, orders: int) -> None:

@@ -62,12 +62,15 @@ def combine(loads: Sequence[Load]) -> Load:
     duration = sum(load.duration_s for load in loads)
     requests = sum(load.requests for load in loads)
 
+    def present(name: str) -> list[float]:
+        return [value for load in loads if (value := getattr(load, name)) is not None]
+
     def worst(name: str) -> float | None:
-        values = [getattr(load, name) for load in loads if getattr(load, name) is not None]
+        values = present(name)
         return max(values) if values else None
 
     def total(name: str) -> float | None:
-        values = [getattr(load, name) for load in loads if getattr(load, name) is not None]
+        values = present(name)
         return round(sum(values), 2) if values else None
 
     return Load(

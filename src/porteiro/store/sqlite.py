@@ -341,7 +341,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         return rows.event_from_row(found[0]) if found else None
 
     async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
-        found = await self._fetch(q.EVENT_DELIVERIES, (event_id, event_id))
+        found = await self._fetch(q.EVENT_DELIVERIES, {"id": event_id})
         return [rows.delivery_from_row(row) for row in found]
 
     async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:

@@ -148,11 +148,11 @@ GET_EVENT: Final = "SELECT * FROM events WHERE id = ?"
 GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = ?"
 
 # An event's deliveries: its first (first_delivery_id) and the repeats linked in
-# event_deliveries. Parameters: the event id, twice.
+# event_deliveries.
 EVENT_DELIVERIES: Final = """
 SELECT d.* FROM deliveries AS d
-WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = ?
-               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = ?)
+WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = :id
+               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = :id)
 ORDER BY d.id"""
 
 # `{where}` is built from EventFilter with bound parameters only.
