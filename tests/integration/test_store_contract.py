@@ -357,6 +357,24 @@ async def test_claim_returns_only_due_events_oldest_first(store: Store) -> None:
     assert list(await store.claim("w2", 10, LEASE, T0 + timedelta(seconds=3))) == []
 
 
+async def test_event_data_comes_back_exactly_as_json_reads_it(store: Store) -> None:
+    """Numbers beyond 64 bits stay integers (PostgreSQL's jsonb keeps any size; a fast
+    parser alone would turn them into floats), floats and text stay as they were."""
+    data = {
+        "big": 10**30,
+        "negative": -(2**70),
+        "edge": [2**63 - 1, -(2**63), 2**64],
+        "float": 0.1,
+        "nested": {"text": "ação ✓", "none": None, "id": "E123456789012345678901234567890"},
+    }
+    await store.record_delivery(request(), [event("evt_big", data=data)])
+    (claim,) = await store.claim("w1", 10, LEASE, T0 + timedelta(seconds=1))
+    assert claim.event.data == data
+    assert all(type(n) is int for n in (*claim.event.data["edge"], claim.event.data["big"]))
+    stored = await store.get_event(claim.event.id)
+    assert stored is not None and stored.data == data
+
+
 async def test_claim_respects_limit(store: Store) -> None:
     await store.record_delivery(request(), [event(f"evt_{i}") for i in range(5)])
     first = await store.claim("w1", 2, LEASE, T0)

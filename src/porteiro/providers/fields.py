@@ -13,41 +13,19 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from porteiro.errors import ParseError
+from porteiro.jsontext import UNPARSED, fast_load
 
 _RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
 )
 
 
-# orjson parses a webhook body about twice as fast as `json`, but differs on inputs `json`
-# accepts: it rejects NaN/Infinity, out-of-range floats, lone surrogates, BOMs and UTF-16/32
-# (those fail, and `json` decides), and silently turns integers beyond 64 bits into
-# floats. Such an integer has 19+ digits right after `:`, `[`, `,`, `-` or whitespace;
-# bodies with one go to `json`. One C-level translate (digits -> "0", those separators ->
-# ":", the rest -> "x") and one search find them; digits inside strings (a Pix
-# endToEndId) follow a letter and do not count, and a false alarm only costs speed.
-def _digit_runs_table() -> bytes:
-    table = bytearray(b"x" * 256)
-    for byte in b"0123456789":
-        table[byte] = ord("0")
-    for byte in b":[,- \t\r\n":
-        table[byte] = ord(":")
-    return bytes(table)
-
-
-_DIGIT_RUNS = _digit_runs_table()
-_LONG_INTEGER = b":" + b"0" * 19
-_UNPARSED = object()
-
-
 def load_object(raw: bytes | str) -> dict[str, Any]:
     """A request body that must be one JSON object; the result and the errors are those
-    of `json.loads` (orjson only speeds up the bodies on which both agree)."""
-    body = _fast_load(raw) if isinstance(raw, bytes) else _UNPARSED
-    if body is _UNPARSED:
+    of `json.loads` (orjson only speeds up the bodies on which both agree: jsontext)."""
+    body = fast_load(raw) if isinstance(raw, bytes) else UNPARSED
+    if body is UNPARSED:
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
@@ -55,15 +33,6 @@ def load_object(raw: bytes | str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ParseError("body must be a JSON object")
     return body
-
-
-def _fast_load(raw: bytes) -> Any:
-    if _LONG_INTEGER in raw.translate(_DIGIT_RUNS):
-        return _UNPARSED
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _UNPARSED  # `json` gives the verdict (and its error message)
 
 
 def opt_str(obj: Mapping[str, Any], key: str, *, where: str | None = None) -> str | None:

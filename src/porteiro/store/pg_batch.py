@@ -28,6 +28,7 @@ from typing import Any, Final
 import orjson
 from psycopg.types.json import Json
 
+from porteiro import jsontext
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.store import rows
 from porteiro.store.base import UNPARSEABLE_TYPE, RecordResult, unparseable_dedup_key
@@ -153,13 +154,13 @@ def ingest(
         row.update(dedup_key=None, status=EventStatus.DEAD.value, next_attempt_at=None)
         row["last_error"] = parse_error
         encoded: list[tuple[tuple[str, str | None], bytes]] = [
-            ((request.source, None), orjson.dumps(row)[1:])
+            ((request.source, None), jsontext.dumps(row)[1:])
         ]
     else:
         encoded = [
             (
                 (request.source, event.dedup_key),
-                orjson.dumps(rows.new_event_columns(event, request.source, now))[1:],
+                jsontext.dumps(rows.new_event_columns(event, request.source, now))[1:],
             )
             for event in events
         ]

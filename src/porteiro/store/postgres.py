@@ -27,8 +27,10 @@ import psycopg
 from psycopg import AsyncConnection, AsyncCursor, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, RowMaker, dict_row, no_result, tuple_row
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from porteiro import jsontext
 from porteiro.errors import ConfigError, StoreUnavailable
 from porteiro.model import (
     EventStatus,
@@ -145,6 +147,7 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
                 "connect_timeout": self._connect_timeout,
                 **_utc_session(self.conninfo),
             },
+            configure=_configure,
             min_size=1,
             max_size=self._max_size,
             timeout=self._acquire_timeout,
@@ -483,6 +486,12 @@ def _utc_session(conninfo: str) -> dict[str, str]:
     if "options" in conninfo_to_dict(conninfo):
         return {}
     return {"options": "-c TimeZone=UTC"}
+
+
+async def _configure(conn: Connection) -> None:
+    # json/jsonb columns (a claimed event's data, headers) read by orjson where it agrees
+    # with `json`, the default: about twice as fast, and a worker reads one per event.
+    set_json_loads(jsontext.loads, conn)
 
 
 def _claimed_event(cursor: AsyncCursor[Any]) -> RowMaker[StoredEvent]:
