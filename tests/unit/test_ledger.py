@@ -435,21 +435,53 @@ def test_facts_survive_a_json_round_trip() -> None:
     )
     stored = json.loads(json.dumps(payment.facts))
     assert stored == payment.facts
+    # Fields without a value are left out: facts are rewritten at every event applied.
     assert stored["2"] == {
         "kind": "payment.paid",
         "occurred_at": "2024-05-01T12:02:00+00:00",
         "amount": 1000,
-        "refunded_total": None,
         "currency": "BRL",
         "reference": "order-1",
-        "settlement": None,
-        "anomaly": None,
-        "payment_amount": None,
     }
     reloaded = replace(payment, facts=stored)
     again = apply(reloaded, source="shop", event_id=2, event=PAID_1000, at=NOW)
     assert again.transition.verdict is Verdict.DUPLICATE
     assert again.payment == reloaded
+
+
+def test_facts_stored_with_nulls_read_the_same() -> None:
+    """Facts written by earlier versions keep their empty fields as null: they derive the
+    same payment, and the same event again is still a duplicate, not a revision."""
+    steps = [
+        (1, ev(Kind.PAYMENT_CREATED, 0, amount=1000, reference="order-1")),
+        (2, PAID_1000),
+        (3, ev(Kind.PAYMENT_PARTIALLY_REFUNDED, None, amount=100, refunded_total=100)),
+    ]
+    payment, _ = fold(steps)
+    nulls = dict.fromkeys(
+        (
+            "occurred_at",
+            "amount",
+            "refunded_total",
+            "currency",
+            "reference",
+            "settlement",
+            "anomaly",
+            "payment_amount",
+        )
+    )
+    old = replace(payment, facts={key: {**nulls, **raw} for key, raw in payment.facts.items()})
+    assert old.facts["3"]["occurred_at"] is None and old.facts != payment.facts
+    for event_id, event in steps:
+        again = apply(old, source="shop", event_id=event_id, event=event, at=NOW)
+        assert again.transition.verdict is Verdict.DUPLICATE
+        assert again.payment == old
+    later = ev(Kind.PAYMENT_REFUNDED, 9, amount=1000, refunded_total=1000)
+    assert (
+        apply(old, source="shop", event_id=4, event=later, at=NOW).payment.state
+        == apply(payment, source="shop", event_id=4, event=later, at=NOW).payment.state
+        == PaymentState.REFUNDED
+    )
 
 
 def test_replay_history_folds_from_nothing() -> None:
