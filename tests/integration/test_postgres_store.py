@@ -26,7 +26,7 @@ from porteiro.model import (
     Transition,
     Verdict,
 )
-from porteiro.store.base import Claim, Decide
+from porteiro.store.base import Application, Claim, Decide
 from porteiro.store.migrations import load_migrations
 from porteiro.store.postgres import PostgresStore
 
@@ -208,6 +208,53 @@ async def test_concurrent_apply_to_one_new_payment_serialises(
     assert len(history) == 2
     assert history[0].from_state is None
     assert history[1].from_state is PaymentState.PAID
+
+
+async def test_a_batch_applies_the_free_payments_while_another_holds_one(
+    pg_url: str, two: tuple[PostgresStore, PostgresStore]
+) -> None:
+    """Another worker's batch holding pi_2: this batch's pi_1 and pi_3 events commit at
+    once, pi_2's wait for it (a second transaction) and then apply on top of its work."""
+    a, _ = two
+    keys = {"evt_1": "pi_1", "evt_2": "pi_2", "evt_3": "pi_2", "evt_4": "pi_3"}
+    await a.record_delivery(request(), [paid(key, obj) for key, obj in keys.items()])
+    claims = await a.claim("a", 10, LEASE, T0)
+    batch = [Application(c, c.event.parsed(), bump(c, T0)) for c in claims]
+
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_2', 0))"
+        )
+        applying = asyncio.create_task(a.apply_many(batch, T0))
+        deadline = time.monotonic() + 5
+        while await _lock_waiters(pg_url) < 1:
+            assert time.monotonic() < deadline, "the second pass never queued on pi_2"
+            await asyncio.sleep(0.02)
+        # The first pass has committed: pi_1 and pi_3 are done while pi_2 is still held.
+        for object_id in ("pi_1", "pi_3"):
+            assert await a.get_payment("stripe", object_id) is not None
+        assert await a.get_payment("stripe", "pi_2") is None
+        statuses = {c.event.dedup_key: await a.get_event(c.event.id) for c in claims}
+        assert {k: e.status for k, e in statuses.items() if e is not None} == {
+            "evt_1": EventStatus.DONE,
+            "evt_2": EventStatus.PROCESSING,
+            "evt_3": EventStatus.PROCESSING,
+            "evt_4": EventStatus.DONE,
+        }
+        await holder.execute(
+            "INSERT INTO payments (source, object_id, state, version, facts, created_at,"
+            " updated_at) VALUES ('stripe', 'pi_2', 'paid', 1, '{\"keys\": [\"other\"]}',"
+            " now(), now())"
+        )
+        await holder.commit()
+    assert await applying == [True] * 4
+
+    held = await a.get_payment("stripe", "pi_2")
+    assert held is not None
+    assert (held.version, held.facts["keys"]) == (3, ["other", "evt_2", "evt_3"])
+    for claim in claims:
+        stored = await a.get_event(claim.event.id)
+        assert stored is not None and stored.status is EventStatus.DONE
 
 
 async def test_concurrent_upgrades_apply_each_migration_once(pg_url: str) -> None:

@@ -1,8 +1,11 @@
-"""PostgreSQL batch apply: a claimed batch in ONE transaction and two round trips.
+"""PostgreSQL batch apply: a claimed batch in one transaction (two when another worker's
+batch holds some of its payments) of two round trips each.
 
 Round trip 1 (pipelined): BEGIN; fence every claim (its row locked, token checked); take
-the payments' advisory locks in (source, object_id) order, so two workers' batches never
-deadlock; read and lock the payment rows. Then the ledger runs in Python, event after
+the payments' advisory locks without waiting (pg_try_advisory_xact_lock); read and lock
+the rows of the payments taken. The events of payments another worker's batch holds wait
+for a second transaction after the first commits, which takes their locks in (source,
+object_id) order, waiting, so two workers' batches never deadlock. Then the ledger runs in Python, event after
 event, each seeing the payment as the previous one left it. Round trip 2: ONE statement
 upserts the payments' final states, inserts the transitions in application order and marks
 the applied events done (events enriched since stored also get their parsed fields
@@ -29,6 +32,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 import orjson
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
@@ -50,6 +54,12 @@ WHERE e.status = 'processing'
 ORDER BY e.id
 FOR UPDATE OF e"""
 
+# The same lock key as pg_queries.LOCK_PAYMENT, taken without waiting: the keys another
+# worker's batch holds come back (the events of those payments wait for a second pass).
+_TRY_LOCK = """
+SELECT k.n FROM json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id text)
+WHERE NOT pg_try_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0))"""
+
 # The same lock key as pg_queries.LOCK_PAYMENT, taken in the order of `n` (sorted keys).
 _LOCK = """
 SELECT count(pg_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0)))
@@ -66,6 +76,14 @@ JOIN json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id te
     ON p.source = k.source AND p.object_id = k.object_id
 ORDER BY k.n
 FOR UPDATE OF p"""
+
+# The payments whose lock TRY_LOCK took (asking again is free: the lock is this
+# transaction's); never waits on the row of a payment another batch holds.
+_PAYMENTS_TAKEN = _PAYMENTS.replace(
+    "ORDER BY k.n",
+    "WHERE pg_try_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0))\n"
+    "ORDER BY k.n",
+)
 
 # Round trip 2 in one statement (its parts touch different tables, so their order does
 # not matter): the payments' final states; the transitions (ORDER BY n: identity values
@@ -123,8 +141,10 @@ def _compact(query: str) -> str:
 
 
 FENCE: Final = _compact(_FENCE)
+TRY_LOCK: Final = _compact(_TRY_LOCK)
 LOCK: Final = _compact(_LOCK)
 PAYMENTS: Final = _compact(_PAYMENTS)
+PAYMENTS_TAKEN: Final = _compact(_PAYMENTS_TAKEN)
 WRITE: Final = _compact(_WRITE)
 MARK_ENRICHED_DONE: Final = _compact(_MARK_ENRICHED_DONE)
 
@@ -154,35 +174,76 @@ class PgExecutor:
 async def apply_many(
     conn: Connection, batch: Sequence[Application], now: datetime
 ) -> list[Applied]:
+    """Two workers' batches often share a payment (its events straddle the claims): the
+    first pass applies the events of the payments free now, without waiting; the events
+    of the payments another batch holds follow in a second transaction, which waits for
+    them. Without the split the second batch waited, whole, for the first one's commit.
+    The second pass failing (but for an outage) fails its events, not the committed ones."""
     results: list[Applied | None] = [None] * len(batch)
-    keys: dict[Key, None] = {}
-    claims = []
     for index, item in enumerate(batch):
         if item.event.object_id is None:
             message = f"event {item.claim.event.id} has no object_id: nothing to apply"
             results[index] = ValueError(message)
-            continue
-        keys[(item.claim.event.source, item.event.object_id)] = None
-        claims.append({"id": item.claim.event.id, "token": item.claim.token})
-    if claims:
-        ordered = [{"n": n, "source": s, "object_id": o} for n, (s, o) in enumerate(sorted(keys))]
-        key_doc = orjson.dumps(ordered).decode()
-        async with conn.pipeline(), conn.transaction():
-            fenced_rows = await conn.execute(FENCE, {"claims": orjson.dumps(claims).decode()})
-            await conn.execute(LOCK, {"keys": key_doc})
-            # Never a cached generic plan: one made while `payments` was new and small
-            # keeps scanning the whole table until autovacuum's first ANALYZE (a minute
-            # or more of every batch reading every payment on a fresh database).
-            found = await conn.execute(PAYMENTS, {"keys": key_doc}, prepare=False)
-            fenced = {row["id"] for row in await fenced_rows.fetchall()}
-            current = {
-                (row["source"], row["object_id"]): rows.payment_from_row(row)
-                for row in await found.fetchall()
-            }
-            writes = await _decide_all(conn, batch, results, fenced, current)
-            if writes.transitions:
-                await _write(conn, writes, now)
+    pending = [index for index, result in enumerate(results) if result is None]
+    waiting = await _apply_pass(conn, batch, pending, results, now, wait=False)
+    if waiting:
+        try:
+            await _apply_pass(conn, batch, waiting, results, now, wait=True)
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:
+            for index in waiting:
+                results[index] = exc
     return [False if result is None else result for result in results]
+
+
+async def _apply_pass(
+    conn: Connection,
+    batch: Sequence[Application],
+    indexes: Sequence[int],
+    results: list[Applied | None],
+    now: datetime,
+    *,
+    wait: bool,
+) -> list[int]:
+    """One transaction over the events at `indexes`; returns the indexes of those left
+    for later (their payment's lock was busy: only when not `wait`)."""
+    keys: dict[Key, None] = {}
+    claims = []
+    for index in indexes:
+        item = batch[index]
+        keys[(item.claim.event.source, item.event.object_id or "")] = None
+        claims.append({"id": item.claim.event.id, "token": item.claim.token})
+    if not claims:
+        return []
+    ordered = sorted(keys)
+    key_doc = orjson.dumps(
+        [{"n": n, "source": s, "object_id": o} for n, (s, o) in enumerate(ordered)]
+    ).decode()
+    async with conn.pipeline(), conn.transaction():
+        fenced_rows = await conn.execute(FENCE, {"claims": orjson.dumps(claims).decode()})
+        locked = await conn.execute(LOCK if wait else TRY_LOCK, {"keys": key_doc})
+        # Never a cached generic plan: one made while `payments` was new and small
+        # keeps scanning the whole table until autovacuum's first ANALYZE (a minute
+        # or more of every batch reading every payment on a fresh database).
+        found = await conn.execute(
+            PAYMENTS if wait else PAYMENTS_TAKEN, {"keys": key_doc}, prepare=False
+        )
+        fenced = {row["id"] for row in await fenced_rows.fetchall()}
+        busy = set() if wait else {ordered[row["n"]] for row in await locked.fetchall()}
+        waiting = [
+            index
+            for index in indexes
+            if (batch[index].claim.event.source, batch[index].event.object_id or "") in busy
+        ]
+        current = {
+            (row["source"], row["object_id"]): rows.payment_from_row(row)
+            for row in await found.fetchall()
+        }
+        writes = await _decide_all(conn, batch, indexes, results, fenced, current, busy)
+        if writes.transitions:
+            await _write(conn, writes, now)
+    return waiting
 
 
 class _Writes:
@@ -197,17 +258,23 @@ class _Writes:
 async def _decide_all(
     conn: Connection,
     batch: Sequence[Application],
+    indexes: Sequence[int],
     results: list[Applied | None],
     fenced: set[int],
     current: dict[Key, Payment],
+    busy: set[Key],
 ) -> _Writes:
-    """Run the ledger (and handlers) for each fenced event in batch order; fill `results`
-    (None left for lost claims) and return what to write."""
+    """Run the ledger (and handlers) for each fenced event in batch order, but those of
+    `busy` payments; fill `results` (None left for lost claims and busy payments) and
+    return what to write."""
     writes = _Writes()
-    for index, item in enumerate(batch):
-        if results[index] is not None or item.claim.event.id not in fenced:
+    for index in indexes:
+        item = batch[index]
+        if item.claim.event.id not in fenced:
             continue
         key = (item.claim.event.source, item.event.object_id or "")
+        if key in busy:
+            continue
         try:
             outcome = item.decide(current.get(key))
             payment = outcome.payment
