@@ -277,6 +277,16 @@ def store_url(config: Path) -> str:
 # -- end to end and memory --------------------------------------------------------------
 
 
+def settle(ctx: Context) -> None:
+    """After the servers phase: drop its databases (unless --keep) and checkpoint, so the
+    phases that follow measure their own work. Left in place, the Porteiro scenarios'
+    hundreds of thousands of events drew autovacuum (every index of `events` scanned)
+    and the write-back of their dirty pages into the end-to-end run's first minutes."""
+    if not ctx.keep:
+        pgdata.drop_databases(ctx.pg_admin_url)
+    pgdata.checkpoint(ctx.pg_admin_url)
+
+
 @dataclass
 class Samples:
     t: list[float] = field(default_factory=list)

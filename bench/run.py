@@ -90,6 +90,8 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
                 result["servers"][scenario.name] = phases.follow_up(
                     ctx, scenario, tops[scenario.name]
                 )
+        if _needs_postgres(scenarios, ["servers"]):
+            phases.settle(ctx)
     if "e2e" in wanted:
         rate = _e2e_rate(result["servers"])
         result["e2e"] = phases.end_to_end(ctx, rate)
