@@ -3,13 +3,15 @@ batch holds some of its payments) of two round trips each.
 
 Round trip 1 (pipelined): BEGIN; fence every claim (its row locked, token checked); take
 the payments' advisory locks without waiting (pg_try_advisory_xact_lock); read and lock
-the rows of the payments taken. The events of payments another worker's batch holds wait
-for a second transaction after the first commits, which takes their locks in (source,
-object_id) order, waiting, so two workers' batches never deadlock. Then the ledger runs in Python, event after
-event, each seeing the payment as the previous one left it. Round trip 2: ONE statement
+the rows of the payments taken. Then the ledger runs in Python, event after event, each
+seeing the payment as the previous one left it. Round trip 2: ONE statement
 upserts the payments' final states, inserts the transitions in application order and marks
 the applied events done (events enriched since stored also get their parsed fields
 rewritten, by a second one); COMMIT: one WAL flush for the whole batch, not one per event.
+
+The events of payments another worker's batch holds wait for a second transaction, after
+the first commits, which takes their locks waiting, in (source, object_id) order, so two
+workers' batches never deadlock.
 
 An event whose `decide` raises is left out of the writes (no savepoint needed: the ledger
 is pure and writes nothing itself), so it stays `processing` under its claim for the
