@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -137,6 +138,40 @@ async def test_notify_wakes_a_waiting_store_promptly(
     await a.record_delivery(request(), [paid("evt_1")])
     await asyncio.wait_for(waiter, 5)
     assert time.monotonic() - started < 1.0
+
+
+async def _other_sessions(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def test_a_wait_cancelled_while_its_listener_connects_leaves_no_session(
+    pg_url: str,
+) -> None:
+    """A worker told to stop while the listener connects and LISTENs: the half-made
+    connection is closed, not left open until the garbage collector finds it."""
+    store = await opened(pg_url)
+    await store.close()  # the pool's own sessions are gone
+    for step in range(60):
+        store = await opened(pg_url)
+        try:
+            waiting = asyncio.create_task(store.wait_for_work(5))
+            await asyncio.sleep(step / 2000)  # 0 to 30 ms: before, during, after LISTEN
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+        finally:
+            await store.close()
+        gc.collect()  # a leaked connection warns here (an error in this suite)
+        deadline = time.monotonic() + 3  # a closed session's backend exits soon after
+        while await _other_sessions(pg_url):
+            assert time.monotonic() < deadline, f"a session left open at {step / 2} ms"
+            await asyncio.sleep(0.01)
 
 
 async def test_late_commit_of_an_expired_claim_is_refused(

@@ -306,7 +306,13 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
                     row_factory=dict_row,
                     connect_timeout=self._connect_timeout,
                 )
-                await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.CHANNEL)))
+                try:
+                    await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.CHANNEL)))
+                except BaseException:
+                    # Failed, or cancelled (a worker told to stop while it connected):
+                    # nothing else holds this connection to close it.
+                    await listener.close()
+                    raise
                 self._listener = listener
             return self._listener
 
