@@ -292,6 +292,50 @@ async def test_a_batch_applies_the_free_payments_while_another_holds_one(
         assert stored is not None and stored.status is EventStatus.DONE
 
 
+async def test_a_failed_second_pass_fails_its_own_events_only(
+    pg_url: str, two: tuple[PostgresStore, PostgresStore]
+) -> None:
+    """The second transaction (the held payment's events) fails in the database: those
+    events get the error back, to be retried; the first pass's stay done."""
+    a, _ = two
+    await a.record_delivery(request(), [paid("evt_1", "pi_1"), paid("evt_2", "pi_2")])
+    claims = await a.claim("a", 10, LEASE, T0)
+    batch = [Application(c, c.event.parsed(), bump(c, T0)) for c in claims]
+
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_2', 0))"
+        )
+        applying = asyncio.create_task(a.apply_many(batch, T0))
+        deadline = time.monotonic() + 5
+        while await _lock_waiters(pg_url) < 1:
+            assert time.monotonic() < deadline, "the second pass never queued on pi_2"
+            await asyncio.sleep(0.02)
+        # What the second pass will write now fails in the database.
+        await holder.execute(
+            "CREATE FUNCTION refuse_pi_2() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.object_id = 'pi_2' THEN RAISE EXCEPTION 'pi_2 refused'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        await holder.execute(
+            "CREATE TRIGGER refuse_pi_2 BEFORE INSERT ON payments"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_pi_2()"
+        )
+        await holder.commit()
+    by_key = dict(zip((c.event.dedup_key for c in claims), await applying, strict=True))
+
+    assert by_key["evt_1"] is True
+    assert isinstance(by_key["evt_2"], psycopg.errors.RaiseException)
+    assert "pi_2 refused" in str(by_key["evt_2"])
+    assert await a.get_payment("stripe", "pi_1") is not None
+    assert await a.get_payment("stripe", "pi_2") is None
+    statuses = {c.event.dedup_key: await a.get_event(c.event.id) for c in claims}
+    assert {k: e.status for k, e in statuses.items() if e is not None} == {
+        "evt_1": EventStatus.DONE,
+        "evt_2": EventStatus.PROCESSING,  # still claimed: the worker schedules its retry
+    }
+
+
 async def test_concurrent_upgrades_apply_each_migration_once(pg_url: str) -> None:
     a, b = await opened(pg_url), await opened(pg_url)
     try:

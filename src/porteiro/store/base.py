@@ -164,7 +164,9 @@ class Store(Protocol):
         concurrent batches never deadlock; events of one payment apply in batch order, each
         `decide` seeing the payment as the previous one left it. An event whose `decide`
         raises (or has no object_id) gets its exception back and leaves no trace; the
-        others still commit. Raises, committing nothing, when the transaction fails."""
+        others still commit. Raises, committing nothing, when the transaction fails.
+        PostgreSQL may use a second transaction for the events of payments another batch
+        holds; if only that one fails, its events get the exception back."""
 
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
         """Fenced: mark the claimed event `ignored` with the reason."""
