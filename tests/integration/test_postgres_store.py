@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -27,7 +28,7 @@ from porteiro.model import (
     Transition,
     Verdict,
 )
-from porteiro.store.base import Application, Claim, Decide
+from porteiro.store.base import Application, Applied, Claim, Decide
 from porteiro.store.migrations import load_migrations
 from porteiro.store.postgres import PostgresStore
 
@@ -245,6 +246,26 @@ async def test_concurrent_apply_to_one_new_payment_serialises(
     assert history[1].from_state is PaymentState.PAID
 
 
+@contextlib.asynccontextmanager
+async def _second_pass_waiting(
+    pg_url: str, store: PostgresStore, batch: list[Application], object_id: str
+) -> AsyncIterator[tuple[asyncio.Task[Sequence[Applied]], psycopg.AsyncConnection[Any]]]:
+    """`apply_many(batch)` while another session holds `object_id`'s lock: yields the
+    apply, its second pass queued on that lock, and the holder, whose transaction the
+    caller ends."""
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || %s, 0))",
+            (object_id,),
+        )
+        applying = asyncio.create_task(store.apply_many(batch, T0))
+        deadline = time.monotonic() + 5
+        while await _lock_waiters(pg_url) < 1:
+            assert time.monotonic() < deadline, f"the second pass never queued on {object_id}"
+            await asyncio.sleep(0.02)
+        yield applying, holder
+
+
 async def test_a_batch_applies_the_free_payments_while_another_holds_one(
     pg_url: str, two: tuple[PostgresStore, PostgresStore]
 ) -> None:
@@ -256,15 +277,7 @@ async def test_a_batch_applies_the_free_payments_while_another_holds_one(
     claims = await a.claim("a", 10, LEASE, T0)
     batch = [Application(c, c.event.parsed(), bump(c, T0)) for c in claims]
 
-    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-        await holder.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_2', 0))"
-        )
-        applying = asyncio.create_task(a.apply_many(batch, T0))
-        deadline = time.monotonic() + 5
-        while await _lock_waiters(pg_url) < 1:
-            assert time.monotonic() < deadline, "the second pass never queued on pi_2"
-            await asyncio.sleep(0.02)
+    async with _second_pass_waiting(pg_url, a, batch, "pi_2") as (applying, holder):
         # The first pass has committed: pi_1 and pi_3 are done while pi_2 is still held.
         for object_id in ("pi_1", "pi_3"):
             assert await a.get_payment("stripe", object_id) is not None
@@ -302,15 +315,7 @@ async def test_a_failed_second_pass_fails_its_own_events_only(
     claims = await a.claim("a", 10, LEASE, T0)
     batch = [Application(c, c.event.parsed(), bump(c, T0)) for c in claims]
 
-    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-        await holder.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_2', 0))"
-        )
-        applying = asyncio.create_task(a.apply_many(batch, T0))
-        deadline = time.monotonic() + 5
-        while await _lock_waiters(pg_url) < 1:
-            assert time.monotonic() < deadline, "the second pass never queued on pi_2"
-            await asyncio.sleep(0.02)
+    async with _second_pass_waiting(pg_url, a, batch, "pi_2") as (applying, holder):
         # What the second pass will write now fails in the database.
         await holder.execute(
             "CREATE FUNCTION refuse_pi_2() RETURNS trigger LANGUAGE plpgsql AS $$"
