@@ -212,6 +212,31 @@ def event_count(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def wal_position(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    return str(row[0]) if row else "0/0"
+
+
+def wal_since(url: str, position: str) -> int:
+    """Bytes of WAL the whole server wrote since `position` (pg_current_wal_lsn)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (position,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def done_span(url: str) -> float:
+    """Seconds from the first event marked done to the last."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM max(updated_at) - min(updated_at))"
+            " FROM events WHERE status = 'done'"
+        ).fetchone()
+    return float(row[0]) if row and row[0] is not None else 0.0
+
+
 def backlog(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute(BACKLOG).fetchone()

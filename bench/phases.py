@@ -335,6 +335,51 @@ def end_to_end(ctx: Context, rate: float) -> dict[str, Any]:
     }
 
 
+def drain(ctx: Context) -> dict[str, Any]:
+    """Worker capacity, apart from ingest: a closed-loop Stripe load stored with no worker
+    running, then `e2e_workers` workers until nothing is left; events/s, their CPU and
+    PostgreSQL's WAL per event. Not in the default run (it would push `make bench` past
+    its budget): `--phases drain`."""
+    config = porteiro_config(ctx, "drain", "pg")
+    url = store_url(config)
+    with running(servers.porteiro("pg-drain", config, 1, ctx.folder)) as receiver:
+        closed(ctx, receiver, "stripe", 2 * ctx.plan.closed_s)  # some 10 s of work
+    events = pgdata.event_count(url)
+    if not events:
+        raise RuntimeError("drain: the load stored no event")
+    pgdata.checkpoint(url)  # the drain does not pay for the ingest's write-back
+    wal_before = pgdata.wal_position(url)
+    with running(servers.workers(config, ctx.plan.e2e_workers, ctx.folder)) as workers:
+        # CPU from the first batch done on: the processes' start-up is not per event.
+        while (waiting := pgdata.backlog(url)) == events:
+            workers.check_alive()
+            time.sleep(0.05)
+        cpu = servers.cpu_seconds(workers.pids())
+        left = _drain(url, timeout=120)
+        cpu = servers.cpu_seconds(workers.pids()) - cpu
+        workers.check_alive()
+    wal = pgdata.wal_since(url, wal_before)
+    # From the first done mark to the last, as the workers stamped them.
+    seconds = pgdata.done_span(url)
+    if not ctx.keep:
+        pgdata.drop_database(ctx.pg_admin_url, url)
+    result = {
+        "events": events,
+        "workers": ctx.plan.e2e_workers,
+        "seconds": round(seconds, 2),
+        "drained": left is not None,
+        "events_per_s": round(events / max(seconds, 0.001), 1),
+        "worker_cpu_us_per_event": round(cpu / max(waiting, 1) * 1e6, 1),
+        "wal_bytes_per_event": round(wal / events),
+    }
+    say(
+        f"drain: {events:,} events by {result['workers']} workers in {seconds:.1f} s = "
+        f"{result['events_per_s']:,.0f}/s; worker CPU {result['worker_cpu_us_per_event']} "
+        f"us/event; WAL {result['wal_bytes_per_event']:,} B/event"
+    )
+    return result
+
+
 def _s(value: Any) -> str:
     return "-" if value is None else f"{float(value) * 1000:.0f} ms"
 

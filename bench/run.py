@@ -32,6 +32,7 @@ from bench.report import Load, Target
 
 SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
 PHASES = ("generators", "servers", "e2e", "scale")
+EXTRA_PHASES = ("drain",)  # only when asked for: --phases drain
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -98,12 +99,14 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         result["memory"] = phases.memory(result["e2e"]["samples"])
     if "scale" in wanted:
         result["scale"] = phases.scale(ctx)
+    if "drain" in wanted:
+        result["drain"] = phases.drain(ctx)
     return result
 
 
 def _needs_postgres(scenarios: Sequence[str], wanted: Sequence[str]) -> bool:
     on_pg = any(s.startswith(("naive", "pg")) for s in scenarios) and "servers" in wanted
-    return on_pg or "e2e" in wanted or "scale" in wanted
+    return on_pg or any(phase in wanted for phase in ("e2e", "scale", "drain"))
 
 
 def _e2e_rate(measured: Mapping[str, Any]) -> float:
@@ -220,6 +223,15 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
             f"RSS {role}: {mem['first_mib']} MiB at start, {mem['start_mib']} after warm-up, "
             f"{mem['end_mib']} at end, max {mem['max_mib']} ({mem['growth_pct']:+.1f} %)"
         )
+    if "drain" in result:
+        drained = result["drain"]
+        lines.append(
+            f"drain: {drained['events']:,} stored events by {drained['workers']} workers: "
+            f"{drained['events_per_s']:,.0f}/s, worker CPU "
+            f"{drained['worker_cpu_us_per_event']} us/event, WAL "
+            f"{drained['wal_bytes_per_event']:,} B/event"
+            + ("" if drained["drained"] else " (NOT drained within 120 s)")
+        )
     for step in result.get("scale", {}).get("steps", [])[1:]:
         lines.append(
             f"scale: preloaded to {step['stored']:,} events in {step['preload_s']} s "
@@ -270,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     plan = plan_for(args, os.environ)
     scenarios = [s for s in args.scenarios.split(",") if s]
     wanted = [p for p in args.phases.split(",") if p]
-    unknown = set(scenarios) - set(SCENARIOS) | set(wanted) - set(PHASES)
+    unknown = set(scenarios) - set(SCENARIOS) | set(wanted) - set(PHASES) - set(EXTRA_PHASES)
     if unknown:
         raise SystemExit(f"unknown scenario or phase: {', '.join(sorted(unknown))}")
     started = datetime.now(UTC)

@@ -8,6 +8,7 @@ result must hold sane figures and the SQLite store every event that was acknowle
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import PG_ADMIN_URL, require_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -58,3 +61,28 @@ def test_quick_bench_measures_hello_and_sqlite(tmp_path: Path) -> None:
     assert refused == 0
     assert sqlite["closed"]["wraps"] == 0
     assert events >= sqlite["closed"]["requests"] + sqlite["open"]["requests"]
+
+
+@pytest.mark.postgres
+def test_drain_phase_measures_the_workers_alone(tmp_path: Path) -> None:
+    """`--phases drain`: a load stored with no worker, then workers until nothing is
+    left; every stored event is done and the figures are sane."""
+    require_postgres()
+    generator = "wrk" if shutil.which("wrk") else "python"
+    results = tmp_path / "results"
+    command = [sys.executable, "bench/run.py", "--quick", "--scenarios", "pg1",
+               "--phases", "drain", "--duration", "1", "--generator", generator,
+               "--results", str(results), "--scratch", str(tmp_path / "scratch")]  # fmt: skip
+    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL}
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    (path,) = results.glob("*.json")
+    drained = json.loads(path.read_text())["drain"]
+    assert drained["drained"] is True
+    assert drained["events"] > 100 and drained["workers"] == 2
+    assert 0 < drained["seconds"] < 120
+    assert drained["events_per_s"] == pytest.approx(drained["events"] / drained["seconds"], 0.01)
+    assert drained["worker_cpu_us_per_event"] > 0
+    assert drained["wal_bytes_per_event"] > 100  # each event is at least updated twice
+    assert "drain: " in done.stdout
