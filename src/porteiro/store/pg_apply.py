@@ -56,36 +56,39 @@ WHERE e.status = 'processing'
 ORDER BY e.id
 FOR UPDATE OF e"""
 
-# The same lock key as pg_queries.LOCK_PAYMENT, taken without waiting: the keys another
-# worker's batch holds come back (the events of those payments wait for a second pass).
-_TRY_LOCK = """
-SELECT k.n FROM json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id text)
-WHERE NOT pg_try_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0))"""
+# A payment's advisory lock key, for the key `k`: the same as pg_queries.LOCK_PAYMENT's.
+_KEY = "hashtextextended(k.source || ':' || k.object_id, 0)"
 
-# The same lock key as pg_queries.LOCK_PAYMENT, taken in the order of `n` (sorted keys).
-_LOCK = """
-SELECT count(pg_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0)))
-    AS locked
+# The keys taken without waiting: those another worker's batch holds come back (the
+# events of those payments wait for a second pass).
+_TRY_LOCK = f"""
+SELECT k.n FROM json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id text)
+WHERE NOT pg_try_advisory_xact_lock({_KEY})"""
+
+# The keys taken waiting, in the order of `n` (sorted keys).
+_LOCK = f"""
+SELECT count(pg_advisory_xact_lock({_KEY})) AS locked
 FROM (SELECT source, object_id
       FROM json_to_recordset(%(keys)s::json) AS t(n integer, source text, object_id text)
       ORDER BY n) AS k"""
 
-_PAYMENTS = """
+
+def _payments(where: str) -> str:
+    return f"""
 SELECT p.source, p.object_id, p.state, p.amount, p.currency, p.refunded_amount,
        p.reference, p.version, p.last_event_at, p.facts::text AS facts, p.anomalies
 FROM payments AS p
 JOIN json_to_recordset(%(keys)s::json) AS k(n integer, source text, object_id text)
     ON p.source = k.source AND p.object_id = k.object_id
+{where}
 ORDER BY k.n
 FOR UPDATE OF p"""
 
+
+_PAYMENTS = _payments("")
 # The payments whose lock TRY_LOCK took (asking again is free: the lock is this
 # transaction's); never waits on the row of a payment another batch holds.
-_PAYMENTS_TAKEN = _PAYMENTS.replace(
-    "ORDER BY k.n",
-    "WHERE pg_try_advisory_xact_lock(hashtextextended(k.source || ':' || k.object_id, 0))\n"
-    "ORDER BY k.n",
-)
+_PAYMENTS_TAKEN = _payments(f"WHERE pg_try_advisory_xact_lock({_KEY})")
 
 # Round trip 2 in one statement (its parts touch different tables, so their order does
 # not matter): the payments' final states; the transitions (ORDER BY n: identity values
