@@ -206,41 +206,38 @@ def checkpoint(url: str) -> None:
         conn.execute("CHECKPOINT")
 
 
-def event_count(url: str) -> int:
+def _scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> Any:
+    """The first column of the query's row (None without one)."""
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*) FROM events").fetchone()
-    return int(row[0]) if row else 0
+        row = conn.execute(query, params).fetchone()
+    return row[0] if row else None
+
+
+def event_count(url: str) -> int:
+    return int(_scalar(url, "SELECT count(*) FROM events") or 0)
 
 
 def wal_position(url: str) -> str:
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-    return str(row[0]) if row else "0/0"
+    return str(_scalar(url, "SELECT pg_current_wal_lsn()::text") or "0/0")
 
 
 def wal_since(url: str, position: str) -> int:
     """Bytes of WAL the whole server wrote since `position` (pg_current_wal_lsn)."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (position,)
-        ).fetchone()
-    return int(row[0]) if row else 0
+    query = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)"
+    return int(_scalar(url, query, (position,)) or 0)
 
 
 def done_span(url: str) -> float:
     """Seconds from the first event marked done to the last."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT extract(epoch FROM max(updated_at) - min(updated_at))"
-            " FROM events WHERE status = 'done'"
-        ).fetchone()
-    return float(row[0]) if row and row[0] is not None else 0.0
+    query = (
+        "SELECT extract(epoch FROM max(updated_at) - min(updated_at))"
+        " FROM events WHERE status = 'done'"
+    )
+    return float(_scalar(url, query) or 0.0)
 
 
 def backlog(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(BACKLOG).fetchone()
-    return int(row[0]) if row else 0
+    return int(_scalar(url, BACKLOG) or 0)
 
 
 def e2e_latency(url: str, since: Any) -> dict[str, float | int | None]:
@@ -256,6 +253,4 @@ def e2e_latency(url: str, since: Any) -> dict[str, float | int | None]:
 
 
 def table_size(url: str) -> str:
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()
-    return str(row[0]) if row else "?"
+    return str(_scalar(url, "SELECT pg_size_pretty(pg_database_size(current_database()))") or "?")
