@@ -172,6 +172,12 @@ def serve(
         "http": "httptools" if _importable("httptools") else "h11",
         "log_config": None,
         "access_log": False,
+        # The TCP peer as it is: which proxies may speak for a client is a per-source
+        # setting (Pix `trusted_proxies`), so the adapter reads X-Forwarded-For itself.
+        # uvicorn's default would rewrite the peer from that header for any request
+        # from 127.0.0.1, and a Pix source behind a local nginx would then see the
+        # client's address instead of its trusted proxy's.
+        "proxy_headers": False,
         "lifespan": "on",
         "timeout_graceful_shutdown": 10,
         **tls,
