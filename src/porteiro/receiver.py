@@ -118,12 +118,13 @@ async def read_capped(request: Request, declared: str | None, cap: int) -> bytes
     return b"".join(chunks)
 
 
-async def receive_capped(receive: Receive, declared: str | None, cap: int) -> bytes:
-    """`read_capped` straight from the ASGI receive channel (no Request on the hot path)."""
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+async def receive_rest(receive: Receive, first: bytes, cap: int) -> bytes:
+    """The rest of a body whose first chunk was `first`, read from the ASGI receive
+    channel while counting (no Request on the hot path); BodyTooLarge past `cap`."""
+    if len(first) > cap:
         raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
+    chunks = [first]
+    size = len(first)
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -134,7 +135,7 @@ async def receive_capped(receive: Receive, declared: str | None, cap: int) -> by
             raise BodyTooLarge
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return b"".join(chunks)
 
 
 class Receiver:
@@ -175,11 +176,23 @@ class Receiver:
         return await self.respond(request.scope, request.receive, request.path_params["source"])
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send, source: str) -> None:
-        """The same endpoint as bare ASGI, for WebhookFastPath (no router on the hot path)."""
+        """The same endpoint as bare ASGI, for WebhookFastPath (no router on the hot path).
+        Sends the response's two messages itself: this module's responses have no
+        background task, and the scope is HTTP (Response.__call__ would be one more
+        coroutine per ack)."""
         response = await self.respond(scope, receive, source)
-        await response(scope, receive, send)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": response.raw_headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
 
     async def respond(self, scope: Scope, receive: Receive, source: str) -> Response:
+        # One coroutine for the whole ack, failures aside: each nested `await` of a
+        # coroutine is an object made, run and torn down per request, on the hot path.
         started = time.perf_counter()
         provider = self._runtime.providers.get(source)
         if provider is None:
@@ -190,31 +203,32 @@ class Receiver:
             return json_error(503, "ingest saturated", self._retry_after)
         self._inflight += 1
         try:
-            return await self._ingest(scope, receive, source, provider, started)
+            try:
+                inbound = await self._inbound(scope, receive, source)
+            except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
+                return Response(status_code=400)
+            if inbound is None:
+                self._deliveries[source, "too_large"].inc()
+                return json_error(413, f"body over the limit of {self._cap} bytes")
+            prepare = self._prepare[source]
+            if prepare is not None:
+                await self._run_prepare(prepare, inbound)
+            try:
+                provider.verify(inbound, inbound.received_at)
+            except AuthenticationError as exc:
+                return await self._unauthorized(inbound, exc)
+            events, parse_error = self._parse(provider, inbound)
+            try:
+                result = await self._runtime.store.record_delivery(
+                    inbound, events, parse_error=parse_error, give_up_after=self._timeout
+                )
+            except (StoreUnavailable, TimeoutError) as exc:
+                return self._unavailable(source, exc)
+            self._count_accepted(source, result, parse_error)
+            self._ack_seconds[source].observe(time.perf_counter() - started)
+            return self._acks[source]
         finally:
             self._inflight -= 1
-
-    async def _ingest(
-        self, scope: Scope, receive: Receive, source: str, provider: Provider, started: float
-    ) -> Response:
-        try:
-            inbound = await self._inbound(scope, receive, source)
-        except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
-            return Response(status_code=400)
-        if inbound is None:
-            self._deliveries[source, "too_large"].inc()
-            return json_error(413, f"body over the limit of {self._cap} bytes")
-        refused = await self._authenticate(provider, inbound)
-        if refused is not None:
-            return refused
-        events, parse_error = self._parse(provider, inbound)
-        result = await self._record(inbound, events, parse_error)
-        if result is None:
-            self._deliveries[source, "unavailable"].inc()
-            return json_error(503, "store unavailable", self._retry_after)
-        self._count_accepted(source, result, parse_error)
-        self._ack_seconds[source].observe(time.perf_counter() - started)
-        return self._acks[source]
 
     async def _inbound(self, scope: Scope, receive: Receive, source: str) -> InboundRequest | None:
         # ASGI servers give names lowercased already (the spec says so); lower() again
@@ -228,10 +242,18 @@ class Receiver:
             if name == "content-length":
                 declared = value
                 break
-        try:
-            body = await receive_capped(receive, declared, self._cap)
-        except BodyTooLarge:
+        if declared is not None and declared.isdigit() and int(declared) > self._cap:
             return None
+        # The body: usually one message, so that one is read here (no coroutine more).
+        message = await receive()
+        body = message.get("body", b"")
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        if message.get("more_body", False) or len(body) > self._cap:
+            try:
+                body = await receive_rest(receive, body, self._cap)
+            except BodyTooLarge:
+                return None
         client = scope.get("client")
         return InboundRequest(
             source=source,
@@ -246,23 +268,26 @@ class Receiver:
             client_cert_der=client_cert_der(scope),
         )
 
-    async def _authenticate(self, provider: Provider, inbound: InboundRequest) -> Response | None:
-        prepare = self._prepare[inbound.source]
-        if prepare is not None:
-            await self._run_prepare(prepare, inbound)
-        try:
-            provider.verify(inbound, inbound.received_at)
-        except AuthenticationError as exc:
-            self._deliveries[inbound.source, "unauthorized"].inc()
-            self._log.warning(
-                "delivery.unauthorized",
-                action="delivery.unauthorized",
-                source=inbound.source,
-                reason=exc.reason,
-            )
-            await self._quarantine(inbound, exc)
-            return json_error(401, exc.reason)
-        return None
+    async def _unauthorized(self, inbound: InboundRequest, exc: AuthenticationError) -> Response:
+        self._deliveries[inbound.source, "unauthorized"].inc()
+        self._log.warning(
+            "delivery.unauthorized",
+            action="delivery.unauthorized",
+            source=inbound.source,
+            reason=exc.reason,
+        )
+        await self._quarantine(inbound, exc)
+        return json_error(401, exc.reason)
+
+    def _unavailable(self, source: str, exc: Exception) -> Response:
+        self._log.warning(
+            "delivery.store_unavailable",
+            action="delivery.store_unavailable",
+            source=source,
+            error=type(exc).__name__,
+        )
+        self._deliveries[source, "unavailable"].inc()
+        return json_error(503, "store unavailable", self._retry_after)
 
     async def _run_prepare(self, prepare: Prepare, inbound: InboundRequest) -> None:
         try:
@@ -303,22 +328,6 @@ class Receiver:
                 "delivery.parser_crashed", action="delivery.parser_crashed", source=inbound.source
             )
             return (), f"adapter error: {type(exc).__name__}: {exc}"
-
-    async def _record(
-        self, inbound: InboundRequest, events: Sequence[ParsedEvent], parse_error: str | None
-    ) -> RecordResult | None:
-        try:
-            return await self._runtime.store.record_delivery(
-                inbound, events, parse_error=parse_error, give_up_after=self._timeout
-            )
-        except (StoreUnavailable, TimeoutError) as exc:
-            self._log.warning(
-                "delivery.store_unavailable",
-                action="delivery.store_unavailable",
-                source=inbound.source,
-                error=type(exc).__name__,
-            )
-            return None
 
     def _count_accepted(self, source: str, result: RecordResult, parse_error: str | None) -> None:
         if parse_error is not None:

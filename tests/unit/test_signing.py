@@ -6,6 +6,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -178,6 +179,30 @@ def test_decode_hex() -> None:
     for bad in ("0", "zz", "0 0", "é0", "0x00"):
         with pytest.raises(MalformedHeader):
             signing.decode_hex(bad)
+
+
+@given(text=st.text(alphabet=" \t\n0123456789abcdefABCDEFxé٣", max_size=12))
+def test_decode_hex_takes_exactly_pairs_of_hex_digits(text: str) -> None:
+    strict = re.fullmatch(r"(?:[0-9a-fA-F]{2})*", text.strip())
+    try:
+        decoded = signing.decode_hex(text)
+    except MalformedHeader:
+        assert strict is None
+    else:
+        assert strict is not None
+        assert decoded == bytes.fromhex(text.strip())
+
+
+@given(text=st.text(alphabet=" \t0123456789+-._e\u0661\u00b2", max_size=15))
+def test_parse_timestamp_takes_exactly_one_to_twelve_ascii_digits(text: str) -> None:
+    strict = re.fullmatch(r"[0-9]{1,12}", text.strip())
+    try:
+        stamp = signing.parse_timestamp(text)
+    except MalformedHeader:
+        assert strict is None
+    else:
+        assert strict is not None
+        assert stamp == int(text.strip())
 
 
 def test_header_bytes_recovers_the_wire_bytes() -> None:

@@ -58,6 +58,7 @@ _event_values = itemgetter(*EVENT_COLUMNS)
 # Enum calls (`Kind(value)`) are slow for lookups made for every row a worker claims.
 _KINDS = {kind.value: kind for kind in Kind}
 _STATUSES = {status.value: status for status in EventStatus}
+_PENDING, _IGNORED = EventStatus.PENDING.value, EventStatus.IGNORED.value
 _TEXT = (str, bytes, bytearray, memoryview)
 
 
@@ -262,12 +263,11 @@ def parsed_event_columns(event: ParsedEvent) -> dict[str, Any]:
 def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> dict[str, Any]:
     """A new event's columns: its key, its parsed columns, and due `now` (in the caller's
     encoding) when pending."""
-    status = initial_status(event)
-    return {
-        "source": source,
-        "dedup_key": event.dedup_key,
-        **parsed_event_columns(event),
-        "status": status.value,
-        "next_attempt_at": now if status is EventStatus.PENDING else None,
-        "last_error": None,
-    }
+    columns = parsed_event_columns(event)  # one dict filled in place: on every ack's path
+    columns["source"] = source
+    columns["dedup_key"] = event.dedup_key
+    pending = initial_status(event) is EventStatus.PENDING
+    columns["status"] = _PENDING if pending else _IGNORED
+    columns["next_attempt_at"] = now if pending else None
+    columns["last_error"] = None
+    return columns
