@@ -124,9 +124,11 @@ def start(
 
 
 def hello(processes: int, shared_port: bool, folder: Path) -> Server:
-    """(a) bench/hello.py on uvicorn with uvloop + httptools when installed, as Porteiro."""
+    """(a) bench/hello.py on uvicorn with uvloop + httptools when installed and no proxy
+    headers middleware, as Porteiro."""
     base = [sys.executable, "-m", "uvicorn", "bench.hello:app", "--host", "127.0.0.1"]
     base += ["--log-level", "warning", "--no-access-log", "--loop", "auto", "--http", "auto"]
+    base += ["--no-proxy-headers"]  # as `porteiro serve` runs uvicorn
     if shared_port or processes == 1:
         port = free_port()
         workers = ["--workers", str(processes)] if processes > 1 else []
