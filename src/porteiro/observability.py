@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from porteiro.ingest_metrics import IngestMetrics
+
 _ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -23,24 +25,13 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        # outcome: accepted | duplicate | unauthorized | too_large | unparseable | unavailable
-        self.deliveries = Counter(
-            "porteiro_deliveries", "Webhook deliveries received", ["source", "outcome"], registry=r
-        )
-        # result: new | duplicate
-        self.events_recorded = Counter(
-            "porteiro_events_recorded",
-            "Events stored from deliveries",
-            ["source", "result"],
-            registry=r,
-        )
-        self.ack_seconds = Histogram(
-            "porteiro_ack_seconds",
-            "Time from request start to acknowledgement",
-            ["source"],
-            buckets=_ACK_BUCKETS,
-            registry=r,
-        )
+        # porteiro_deliveries{source, outcome}, porteiro_events_recorded{source, result}
+        # and porteiro_ack_seconds{source}: updated on every ack, so not prometheus_client
+        # children (ingest_metrics says why). outcome: accepted | duplicate |
+        # unauthorized | too_large | unparseable | unavailable | saturated |
+        # unknown_source; result: new | duplicate.
+        self.ingest = IngestMetrics(_ACK_BUCKETS)
+        r.register(self.ingest)
         # outcome: a ledger verdict (applied, no_effect, duplicate, stale, anomalous) or
         # ignored | retry | dead | claim_lost
         self.processed = Counter(

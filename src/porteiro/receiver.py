@@ -153,17 +153,9 @@ class Receiver:
         # Checked once: building the DEBUG line's arguments per ack costs ~1 us even when
         # the filtering logger drops it (logging is configured before apps are built).
         self._log_accepted = self._log.is_enabled_for(logging.DEBUG)
-        metrics = runtime.metrics
-        labels = [*runtime.providers, UNKNOWN_SOURCE_LABEL]
-        # Pre-bound children: no label lookup per request, and every series exists at 0.
-        self._deliveries = {
-            (name, outcome): metrics.deliveries.labels(name, outcome)
-            for name in labels
-            for outcome in OUTCOMES
-        }
-        self._new = {name: metrics.events_recorded.labels(name, "new") for name in labels}
-        self._dups = {name: metrics.events_recorded.labels(name, "duplicate") for name in labels}
-        self._ack_seconds = {name: metrics.ack_seconds.labels(name) for name in labels}
+        self._metrics = runtime.metrics.ingest
+        # Every series exists at 0 from the start.
+        self._metrics.declare([*runtime.providers, UNKNOWN_SOURCE_LABEL], OUTCOMES)
         self._prepare: dict[str, Prepare | None] = {
             name: getattr(provider, "prepare", None) for name, provider in runtime.providers.items()
         }
@@ -196,10 +188,10 @@ class Receiver:
         started = time.perf_counter()
         provider = self._runtime.providers.get(source)
         if provider is None:
-            self._deliveries[UNKNOWN_SOURCE_LABEL, "unknown_source"].inc()
+            self._metrics.delivery(UNKNOWN_SOURCE_LABEL, "unknown_source")
             return json_error(404, "unknown source")
         if self._inflight >= self._max_inflight:
-            self._deliveries[source, "saturated"].inc()
+            self._metrics.delivery(source, "saturated")
             return json_error(503, "ingest saturated", self._retry_after)
         self._inflight += 1
         try:
@@ -208,7 +200,7 @@ class Receiver:
             except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
                 return Response(status_code=400)
             if inbound is None:
-                self._deliveries[source, "too_large"].inc()
+                self._metrics.delivery(source, "too_large")
                 return json_error(413, f"body over the limit of {self._cap} bytes")
             prepare = self._prepare[source]
             if prepare is not None:
@@ -225,7 +217,7 @@ class Receiver:
             except (StoreUnavailable, TimeoutError) as exc:
                 return self._unavailable(source, exc)
             self._count_accepted(source, result, parse_error)
-            self._ack_seconds[source].observe(time.perf_counter() - started)
+            self._metrics.ack(source, time.perf_counter() - started)
             return self._acks[source]
         finally:
             self._inflight -= 1
@@ -269,7 +261,7 @@ class Receiver:
         )
 
     async def _unauthorized(self, inbound: InboundRequest, exc: AuthenticationError) -> Response:
-        self._deliveries[inbound.source, "unauthorized"].inc()
+        self._metrics.delivery(inbound.source, "unauthorized")
         self._log.warning(
             "delivery.unauthorized",
             action="delivery.unauthorized",
@@ -286,7 +278,7 @@ class Receiver:
             source=source,
             error=type(exc).__name__,
         )
-        self._deliveries[source, "unavailable"].inc()
+        self._metrics.delivery(source, "unavailable")
         return json_error(503, "store unavailable", self._retry_after)
 
     async def _run_prepare(self, prepare: Prepare, inbound: InboundRequest) -> None:
@@ -336,11 +328,8 @@ class Receiver:
             outcome = "duplicate"
         else:
             outcome = "accepted"
-        self._deliveries[source, outcome].inc()
-        if result.new:
-            self._new[source].inc(result.new)
-        if result.duplicates:
-            self._dups[source].inc(result.duplicates)
+        self._metrics.delivery(source, outcome)
+        self._metrics.events(source, result.new, result.duplicates)
         if not self._log_accepted:
             return
         self._log.debug(
