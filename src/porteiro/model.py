@@ -30,6 +30,11 @@ class Kind(StrEnum):
     OTHER = "other"
 
 
+# Enum attribute and `.value` lookups are Python-level descriptors in 3.11 (~0.2 us each):
+# the few that every ack reads are read once, here.
+_OTHER = Kind.OTHER
+
+
 class PaymentState(StrEnum):
     """Canonical state of one gateway payment object."""
 
@@ -132,7 +137,7 @@ class ParsedEvent:
         """Whether the ledger has anything to do with it (once enriched, if thin)."""
         if self.thin:
             return True
-        return self.object_id is not None and (self.kind != Kind.OTHER or self.anomaly is not None)
+        return self.object_id is not None and (self.kind != _OTHER or self.anomaly is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,9 @@ EVENT_COLUMNS: Final = (
 _event_values = itemgetter(*EVENT_COLUMNS)
 # Enum calls (`Kind(value)`) are slow for lookups made for every row a worker claims.
 _KINDS = {kind.value: kind for kind in Kind}
+# A kind's text, the member or its plain value alike (a StrEnum hashes as its text):
+# `Kind(kind).value` is two Python-level enum calls per event.
+_KIND_TEXT: dict[str, str] = {kind.value: kind.value for kind in Kind}
 _STATUSES = {status.value: status for status in EventStatus}
 _PENDING, _IGNORED = EventStatus.PENDING.value, EventStatus.IGNORED.value
 _TEXT = (str, bytes, bytearray, memoryview)
@@ -247,7 +250,7 @@ def parsed_event_columns(event: ParsedEvent) -> dict[str, Any]:
     """The columns an adapter's parse (or enrich) decides, as the parsed event gives them
     (each dialect encodes times, booleans and `data` its own way)."""
     return {
-        "kind": Kind(event.kind).value,
+        "kind": _KIND_TEXT.get(event.kind) or Kind(event.kind).value,  # or ValueError
         "type": event.type,
         "object_id": event.object_id,
         "reference": event.reference,
