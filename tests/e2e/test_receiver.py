@@ -232,6 +232,23 @@ async def test_body_over_the_cap_is_413_with_and_without_content_length(
     assert (await post_signed(client, exactly, "msg_cap")).status_code == 200
 
 
+async def test_a_body_in_several_messages_is_stored_byte_for_byte(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    body = event_body("evt_in_pieces")
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 7):  # each piece its own ASGI message
+            yield body[start : start + 7]
+
+    headers = standard_headers(body, "msg_pieces")
+    response = await client.post(f"/webhooks/{SOURCE}", content=pieces(), headers=headers)
+    assert response.status_code == 200
+    [event] = (await runtime.store.list_events(EventFilter(source=SOURCE), None, 10)).items
+    [delivery] = await runtime.store.event_deliveries(event.id)
+    assert delivery.body == body
+
+
 # -- real uvicorn -----------------------------------------------------------------------------
 
 
