@@ -181,28 +181,29 @@ def test_decode_hex() -> None:
             signing.decode_hex(bad)
 
 
-@given(text=st.text(alphabet=" \t\n0123456789abcdefABCDEFxé٣", max_size=12))
-def test_decode_hex_takes_exactly_pairs_of_hex_digits(text: str) -> None:
-    strict = re.fullmatch(r"(?:[0-9a-fA-F]{2})*", text.strip())
+def accepts_what_the_regex_matches(
+    parse: Callable[[str], object], pattern: str, text: str, expected: Callable[[str], object]
+) -> None:
+    """`parse` takes `text` exactly when `pattern` fully matches it stripped, and then
+    returns `expected(stripped text)`; else MalformedHeader."""
+    strict = re.fullmatch(pattern, text.strip())
     try:
-        decoded = signing.decode_hex(text)
+        value = parse(text)
     except MalformedHeader:
         assert strict is None
     else:
         assert strict is not None
-        assert decoded == bytes.fromhex(text.strip())
+        assert value == expected(text.strip())
+
+
+@given(text=st.text(alphabet=" \t\n0123456789abcdefABCDEFx\u00e9\u0663", max_size=12))
+def test_decode_hex_takes_exactly_pairs_of_hex_digits(text: str) -> None:
+    accepts_what_the_regex_matches(signing.decode_hex, r"(?:[0-9a-fA-F]{2})*", text, bytes.fromhex)
 
 
 @given(text=st.text(alphabet=" \t0123456789+-._e\u0661\u00b2", max_size=15))
 def test_parse_timestamp_takes_exactly_one_to_twelve_ascii_digits(text: str) -> None:
-    strict = re.fullmatch(r"[0-9]{1,12}", text.strip())
-    try:
-        stamp = signing.parse_timestamp(text)
-    except MalformedHeader:
-        assert strict is None
-    else:
-        assert strict is not None
-        assert stamp == int(text.strip())
+    accepts_what_the_regex_matches(signing.parse_timestamp, r"[0-9]{1,12}", text, int)
 
 
 def test_header_bytes_recovers_the_wire_bytes() -> None:
