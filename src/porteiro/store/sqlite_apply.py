@@ -57,9 +57,15 @@ def apply_one(
     if event.object_id is None:
         raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
     key = (claim.event.source, event.object_id)
-    params = q.event_params(event, claim.event.source, 0, stamp)
-    params.update(id=claim.event.id, token=claim.token)
-    if db.execute(q.APPLY_EVENT, params).rowcount == 0:
+    if event == claim.event.parsed():  # as stored: only the processing columns change
+        fenced = db.execute(
+            q.FINISH_EVENT, {"id": claim.event.id, "token": claim.token, "now": stamp}
+        )
+    else:  # enriched: its parsed columns are stored with it
+        params = q.event_params(event, claim.event.source, 0, stamp)
+        params.update(id=claim.event.id, token=claim.token)
+        fenced = db.execute(q.APPLY_EVENT, params)
+    if fenced.rowcount == 0:
         return False
     current = db.execute(q.GET_PAYMENT, key).fetchone()
     outcome = decide(None if current is None else rows.payment_from_row(current))

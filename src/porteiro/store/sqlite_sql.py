@@ -87,6 +87,13 @@ UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
     thin = :thin, data = :data, updated_at = :now
 WHERE id = :id AND claim_token = :token"""
 
+# The same for an event applied as it was stored (not enriched): its parsed columns stay
+# as they are, and neither they nor the events_object index are written again.
+FINISH_EVENT: Final = """
+UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+    lease_until = NULL, last_error = NULL, updated_at = :now
+WHERE id = :id AND claim_token = :token"""
+
 SETTLE: Final = """
 UPDATE events SET status = :status, last_error = :error,
     next_attempt_at = COALESCE(:at, next_attempt_at), claim_token = NULL,
