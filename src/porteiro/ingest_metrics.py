@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -24,6 +25,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 INF = float("inf")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class _Series:
@@ -67,34 +70,25 @@ class IngestMetrics(Collector):
     def declare(self, sources: Iterable[str], outcomes: Iterable[str]) -> None:
         for source in sources:
             for outcome in outcomes:
-                self._deliveries.setdefault((source, outcome), _Series())
+                _entry(self._deliveries, (source, outcome), _Series)
             for result in ("new", "duplicate"):
-                self._events.setdefault((source, result), _Series())
-            self._acks.setdefault(source, _Histogram(self._bounds))
+                _entry(self._events, (source, result), _Series)
+            _entry(self._acks, source, self._new_histogram)
 
     def delivery(self, source: str, outcome: str) -> None:
-        series = self._deliveries.get((source, outcome))
-        if series is None:
-            series = self._deliveries[source, outcome] = _Series()
-        series.value += 1
+        _entry(self._deliveries, (source, outcome), _Series).value += 1
 
     def events(self, source: str, new: int, duplicates: int) -> None:
         if new:
-            self._event_series(source, "new").value += new
+            _entry(self._events, (source, "new"), _Series).value += new
         if duplicates:
-            self._event_series(source, "duplicate").value += duplicates
+            _entry(self._events, (source, "duplicate"), _Series).value += duplicates
 
     def ack(self, source: str, seconds: float) -> None:
-        histogram = self._acks.get(source)
-        if histogram is None:
-            histogram = self._acks[source] = _Histogram(self._bounds)
-        histogram.observe(seconds)
+        _entry(self._acks, source, self._new_histogram).observe(seconds)
 
-    def _event_series(self, source: str, result: str) -> _Series:
-        series = self._events.get((source, result))
-        if series is None:
-            series = self._events[source, result] = _Series()
-        return series
+    def _new_histogram(self) -> _Histogram:
+        return _Histogram(self._bounds)
 
     def collect(self) -> Iterator[Metric]:
         yield _counters(
@@ -121,6 +115,14 @@ class IngestMetrics(Collector):
             family.add_metric([source], buckets, histogram.total)
             family.add_sample("porteiro_ack_seconds_created", {"source": source}, histogram.created)
         yield family
+
+
+def _entry(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """`table[key]`, made first if absent (as `.labels()` makes a child)."""
+    found = table.get(key)
+    if found is None:
+        found = table[key] = make()
+    return found
 
 
 def _go_float(value: float) -> str:
