@@ -81,26 +81,26 @@ class GroupCommit(Generic[T, R]):
             deadline = loop.time() + give_up_after
             self._deadlines[give_up_after].append((deadline, future))
             if self._watchdog is None or deadline < self._watchdog.when():
-                self._arm(loop)  # the first deadline, or one shorter than any waiting
+                self._arm()  # the first deadline, or one shorter than any waiting
         self._ready.set()
         return await future
 
-    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _arm(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
         heads = [waiting[0][0] for waiting in self._deadlines.values() if waiting]
-        self._watchdog = loop.call_at(min(heads), self._expire, loop) if heads else None
+        self._watchdog = self._loop.call_at(min(heads), self._expire) if heads else None
 
-    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _expire(self) -> None:
         """Fail the callers past their deadline; forget those already answered."""
         self._watchdog = None
-        now = loop.time()
+        now = self._loop.time()
         for waiting in self._deadlines.values():
             while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
                 _, future = waiting.popleft()
                 if not future.done():
                     future.set_exception(TimeoutError())
-        self._arm(loop)
+        self._arm()
 
     def _start(self) -> asyncio.AbstractEventLoop:
         """The committers' loop, starting them if none runs. Kept rather than asked per
