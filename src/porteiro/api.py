@@ -46,6 +46,10 @@ class BadRequest(Exception):
     """The caller's input is invalid: 400 with this message."""
 
 
+class TooLarge(BadRequest):
+    """The request body is over MAX_ADMIN_BODY: 413 with this message."""
+
+
 def _package_version() -> str:
     try:
         return metadata.version("porteiro")
@@ -97,7 +101,7 @@ class AdminApi:
             try:
                 return await handler(request)
             except BadRequest as exc:
-                return json_error(400, str(exc))
+                return json_error(413 if isinstance(exc, TooLarge) else 400, str(exc))
             except StoreUnavailable:
                 return json_error(503, "store unavailable", self._retry_after)
 
@@ -241,7 +245,7 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     try:
         raw = await read_capped(request, request.headers.get("content-length"), MAX_ADMIN_BODY)
     except BodyTooLarge:
-        raise BadRequest(f"body over {MAX_ADMIN_BODY} bytes") from None
+        raise TooLarge(f"body over the limit of {MAX_ADMIN_BODY} bytes") from None
     if not raw.strip():
         return {}
     try:

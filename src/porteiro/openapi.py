@@ -326,6 +326,10 @@ def _admin(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, A
     }
 
 
+# The admin routes that read a JSON body refuse one over 1 MiB (api.MAX_ADMIN_BODY).
+_TOO_LARGE = {"413": _error("Body over the limit (1 MiB)")}
+
+
 def _replay_body(schema: str) -> dict[str, Any]:
     return {"required": False, "content": {_JSON: {"schema": _ref(schema)}}}
 
@@ -395,14 +399,14 @@ def _admin_paths() -> dict[str, Any]:
         "/api/dlq/replay": {
             "post": _admin(
                 "Requeue the dead events matching a filter",
-                {**report, **bad},
+                {**report, **bad, **_TOO_LARGE},
                 requestBody=_replay_body("DlqReplayFilter"),
             )
         },
         "/api/replay": {
             "post": _admin(
                 "Requeue (or re-parse) events by id or by filter",
-                {**report, **bad},
+                {**report, **bad, **_TOO_LARGE},
                 requestBody=_replay_body("ReplayFilter"),
             )
         },
@@ -577,6 +581,7 @@ def _destination_paths() -> dict[str, Any]:
                         {"type": "object", "properties": {"redriven": {"type": "integer"}}},
                     ),
                     "400": _error("Invalid body"),
+                    **_TOO_LARGE,
                     **unknown,
                 },
                 parameters=[name],

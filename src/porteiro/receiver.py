@@ -105,17 +105,11 @@ class BodyTooLarge(Exception):
 
 
 async def read_capped(request: Request, declared: str | None, cap: int) -> bytes:
-    """The body as a stream, refusing early: by Content-Length, or while counting chunks."""
+    """The body as a stream, refusing early: by Content-Length, or while counting chunks
+    (BodyTooLarge; ClientDisconnect if the client went away mid-body)."""
     if declared is not None and declared.isdigit() and int(declared) > cap:
         raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await receive_rest(request.receive, b"", cap)
 
 
 async def receive_rest(receive: Receive, first: bytes, cap: int) -> bytes:

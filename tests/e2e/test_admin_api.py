@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from porteiro.api import MAX_ADMIN_BODY
 from porteiro.app import create_app
 from porteiro.config import Config
 from porteiro.jsonview import body_from_json
@@ -306,6 +308,33 @@ async def test_replay_by_filter_and_validation(client: httpx.AsyncClient, runtim
     assert not_json.status_code == 400
     array = await client.post("/api/replay", json=[1, 2], headers=AUTH)
     assert array.json() == {"error": "the body must be a JSON object"}
+
+
+@sqlite_only
+async def test_a_body_over_the_limit_is_413_with_and_without_content_length(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    await ingest(client, "evt_cap")
+    over = b"{" + b" " * MAX_ADMIN_BODY + b"}"
+    declared = await client.post("/api/replay", content=over, headers=AUTH)
+    assert declared.status_code == 413
+    assert declared.json()["error"] == f"body over the limit of {MAX_ADMIN_BODY} bytes"
+
+    async def pieces() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
+        yield b'{"dedup_key": "evt_cap"'
+        for _ in range(MAX_ADMIN_BODY // 65_536):
+            yield b" " * 65_536
+        yield b"}"
+
+    streamed = await client.post("/api/replay", content=pieces(), headers=AUTH)
+    assert streamed.status_code == 413
+    [event] = (await runtime.store.list_events(EventFilter(), None, 10)).items
+    assert event.status is EventStatus.PENDING  # nothing was requeued
+    exactly = b'{"dedup_key": "evt_cap"' + b" " * (MAX_ADMIN_BODY - 24) + b"}"
+    assert len(exactly) == MAX_ADMIN_BODY
+    accepted = await client.post("/api/replay", content=exactly, headers=AUTH)
+    assert accepted.status_code == 200
+    assert accepted.json()["requeued"] == 1
 
 
 # -- payments and quarantine ----------------------------------------------------------------------
