@@ -64,9 +64,18 @@ def plan_for(args: argparse.Namespace, env: Mapping[str, str]) -> phases.Plan:
 
 
 def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]) -> dict[str, Any]:
-    result: dict[str, Any] = {"servers": {}}
+    result: dict[str, Any] = {"servers": {}, "phase_s": {}}
+    clock = time.monotonic()
+
+    def lap(phase: str) -> None:  # how long each phase took: the 10-minute budget's parts
+        nonlocal clock
+        now = time.monotonic()
+        result["phase_s"][phase] = round(now - clock, 1)
+        clock = now
+
     if "generators" in wanted:
         result["generators"] = phases.generators(ctx)
+        lap("generators")
     shared = servers.receivers_option() is not None
     starts = {
         "hello1": lambda: phases.start_hello(ctx, 1, shared),
@@ -93,14 +102,18 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
                 )
         if _needs_postgres(scenarios, ["servers"]):
             phases.settle(ctx)
+        lap("servers")
     if "e2e" in wanted:
         rate = _e2e_rate(result["servers"])
         result["e2e"] = phases.end_to_end(ctx, rate)
         result["memory"] = phases.memory(result["e2e"]["samples"])
+        lap("e2e")
     if "scale" in wanted:
         result["scale"] = phases.scale(ctx)
+        lap("scale")
     if "drain" in wanted:
         result["drain"] = phases.drain(ctx)
+        lap("drain")
     return result
 
 
@@ -237,6 +250,9 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
             f"scale: preloaded to {step['stored']:,} events in {step['preload_s']} s "
             f"({step['database_size']})"
         )
+    if result.get("phase_s"):
+        laps = ", ".join(f"{name} {seconds:g} s" for name, seconds in result["phase_s"].items())
+        lines.append(f"phases: {laps}")
     return lines
 
 
