@@ -46,10 +46,6 @@ class BadRequest(Exception):
     """The caller's input is invalid: 400 with this message."""
 
 
-class TooLarge(BadRequest):
-    """The request body is over MAX_ADMIN_BODY: 413 with this message."""
-
-
 def _package_version() -> str:
     try:
         return metadata.version("porteiro")
@@ -100,8 +96,10 @@ class AdminApi:
                 )
             try:
                 return await handler(request)
+            except BodyTooLarge:
+                return json_error(413, f"body over the limit of {MAX_ADMIN_BODY} bytes")
             except BadRequest as exc:
-                return json_error(413 if isinstance(exc, TooLarge) else 400, str(exc))
+                return json_error(400, str(exc))
             except StoreUnavailable:
                 return json_error(503, "store unavailable", self._retry_after)
 
@@ -241,11 +239,9 @@ def parse_limit(value: str | None) -> int:
 
 
 async def read_json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object (an empty body is `{}`)."""
-    try:
-        raw = await read_capped(request, request.headers.get("content-length"), MAX_ADMIN_BODY)
-    except BodyTooLarge:
-        raise TooLarge(f"body over the limit of {MAX_ADMIN_BODY} bytes") from None
+    """The request body as a JSON object (an empty body is `{}`); BodyTooLarge (413 from
+    the guard) past MAX_ADMIN_BODY."""
+    raw = await read_capped(request, request.headers.get("content-length"), MAX_ADMIN_BODY)
     if not raw.strip():
         return {}
     try:
