@@ -53,6 +53,8 @@ def test_quick_bench_measures_hello_and_sqlite(tmp_path: Path) -> None:
     ratio = next(t for t in document["targets"] if t["name"] == "sqlite / hello1 req/s")
     assert ratio["measured"] == pytest.approx(sqlite["closed"]["rate"] / hello["closed"]["rate"])
     assert "sqlite / hello1 req/s" in done.stdout
+    assert list(document["phase_s"]) == ["servers"] and document["phase_s"]["servers"] > 0
+    assert "phases: servers" in done.stdout
 
     # Every acknowledged unique Stripe event is stored; no request failed authentication.
     with sqlite3.connect(scratch / "sqlite.db") as conn:
