@@ -29,7 +29,7 @@ from porteiro import jsonview, replay
 from porteiro.errors import StoreUnavailable
 from porteiro.model import EventStatus, Kind
 from porteiro.openapi import openapi_document
-from porteiro.receiver import BodyTooLarge, json_error, read_capped
+from porteiro.receiver import BodyTooLarge, body_too_large, json_error, read_capped
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 
@@ -97,7 +97,7 @@ class AdminApi:
             try:
                 return await handler(request)
             except BodyTooLarge:
-                return json_error(413, f"body over the limit of {MAX_ADMIN_BODY} bytes")
+                return body_too_large(MAX_ADMIN_BODY)
             except BadRequest as exc:
                 return json_error(400, str(exc))
             except StoreUnavailable:

@@ -104,10 +104,19 @@ class BodyTooLarge(Exception):
     """The request body exceeds the configured cap."""
 
 
+def declared_over(declared: str | None, cap: int) -> bool:
+    """Whether a Content-Length value announces a body over `cap` (refused before reading)."""
+    return declared is not None and declared.isdigit() and int(declared) > cap
+
+
+def body_too_large(cap: int) -> Response:
+    return json_error(413, f"body over the limit of {cap} bytes")
+
+
 async def read_capped(request: Request, declared: str | None, cap: int) -> bytes:
     """The body as a stream, refusing early: by Content-Length, or while counting chunks
     (BodyTooLarge; ClientDisconnect if the client went away mid-body)."""
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared_over(declared, cap):
         raise BodyTooLarge
     return await receive_rest(request.receive, b"", cap)
 
@@ -195,7 +204,7 @@ class Receiver:
                 return Response(status_code=400)
             if inbound is None:
                 self._metrics.delivery(source, "too_large")
-                return json_error(413, f"body over the limit of {self._cap} bytes")
+                return body_too_large(self._cap)
             prepare = self._prepare[source]
             if prepare is not None:
                 await self._run_prepare(prepare, inbound)
@@ -228,7 +237,7 @@ class Receiver:
             if name == "content-length":
                 declared = value
                 break
-        if declared is not None and declared.isdigit() and int(declared) > self._cap:
+        if declared_over(declared, self._cap):
             return None
         # The body: usually one message, so that one is read here (no coroutine more).
         message = await receive()
