@@ -89,6 +89,7 @@ class WorkerConfig:
     poll_interval_seconds: float = 1.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     prefetch: bool = True  # claim the next batch while a full one applies
+    gather_ms: float = 10.0  # after a partial batch, wait this long before claiming again
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +298,13 @@ def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+def _worker_milliseconds(table: Mapping[str, Any], key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
+        raise ConfigError(f"[worker] {key} must be a number from 0 to 1000")
+    return float(value)
+
+
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
     retry_table = _table(table, "retry")
@@ -309,6 +317,7 @@ def _worker(table: Mapping[str, Any]) -> WorkerConfig:
             table.get("poll_interval_seconds", defaults.poll_interval_seconds)
         ),
         prefetch=_worker_flag(table, "prefetch", defaults.prefetch),
+        gather_ms=_worker_milliseconds(table, "gather_ms", defaults.gather_ms),
         retry=RetryPolicy(
             max_attempts=int(retry_table.get("max_attempts", retry_defaults.max_attempts)),
             base_delay_seconds=float(

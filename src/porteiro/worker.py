@@ -7,9 +7,10 @@ and counted as `claim_lost`.
 
 A claimed batch is applied in ONE store transaction (`Store.apply_many`: one commit, one
 fsync, payments locked in a fixed order); thin events are enriched first, concurrently and
-outside any transaction. While a full batch applies, the next one is claimed (prefetch).
-Each applied event's outbox rows (`[destinations]`) and in-process handlers
-(`[handlers]`) ride in that same transaction (docs/handlers.md).
+outside any transaction. While a full batch applies, the next one is claimed (prefetch);
+after a partial one, the worker waits `gather_ms` before claiming again. Each applied
+event's outbox rows (`[destinations]`) and in-process handlers (`[handlers]`) ride in that
+same transaction (docs/handlers.md).
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class Worker:
                         # A full batch: more is probably due; claim it while this one applies.
                         ahead = asyncio.ensure_future(self._claim())
                     await self.process(claims)
+                    if len(claims) < settings.batch_size and settings.gather_ms > 0:
+                        # A partial batch: what is due now came in while it applied.
+                        # Waiting a moment lets a steady trickle gather into one apply
+                        # transaction (one commit) instead of one per ingest commit.
+                        await _until(asyncio.sleep(settings.gather_ms / 1000), stop)
                 except StoreUnavailable as exc:
                     # An outage must not kill the worker: back off and try again (claims
                     # not settled come back when their lease expires).

@@ -14,7 +14,7 @@ from porteiro.errors import ConfigError, StoreUnavailable
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.store import open_store
 from porteiro.store.migrations import load_migrations
-from porteiro.store.sqlite import SqliteStore
+from porteiro.store.sqlite import SqliteStore, _lease_transaction
 
 T0 = datetime(2026, 11, 30, 6, 45, 33, 123456, tzinfo=UTC)
 
@@ -146,6 +146,63 @@ async def test_datetimes_are_stored_as_sortable_utc_text(sqlite_store: SqliteSto
 
 
 # -- durability and availability -------------------------------------------------------
+
+
+def _commit_modes(statements: list[str]) -> list[tuple[str, str]]:
+    """(synchronous mode, first statement) of each transaction the statements commit."""
+    mode, first, commits = "FULL", "", []
+    for statement in (s.strip() for s in statements):
+        if statement.startswith("PRAGMA synchronous = "):
+            mode = statement.rpartition(" ")[2]
+        elif statement == "BEGIN IMMEDIATE":
+            first = ""
+        elif statement == "COMMIT":
+            commits.append((mode, first))
+        elif not first:
+            first = " ".join(statement.split()[:4])
+    return commits
+
+
+async def test_claims_commit_without_an_fsync_and_everything_else_with_one(
+    sqlite_store: SqliteStore,
+) -> None:
+    """Claims are leases (a power cut that loses one leaves its rows due again), so their
+    commit skips the fsync; the delivery, and the write that settles the claim, keep it."""
+    db = sqlite_store._db
+    assert db is not None
+    traced: list[str] = []
+    db.set_trace_callback(traced.append)
+    await sqlite_store.record_delivery(request(), [event()])
+    (claim,) = await sqlite_store.claim("w1", 10, timedelta(seconds=30), T0)
+    await sqlite_store.retry_later(claim, "later", T0 + timedelta(minutes=1), T0)
+    await sqlite_store.claim_outbox("merchant", "relay-1", 10, timedelta(seconds=30), T0)
+    db.set_trace_callback(None)
+
+    assert _commit_modes(traced) == [
+        ("FULL", "INSERT INTO deliveries (source,"),
+        ("NORMAL", "UPDATE events SET status"),
+        ("FULL", "UPDATE events SET status"),
+        ("NORMAL", "UPDATE outbox SET status"),
+    ]
+    assert await sqlite_store.pragma("synchronous") == 2  # FULL again
+
+
+def test_a_failed_lease_transaction_rolls_back_and_restores_full(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "lease.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("CREATE TABLE claims (id INTEGER)")
+
+    def claim_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO claims VALUES (1)")
+        raise RuntimeError("claim failed")
+
+    with pytest.raises(RuntimeError, match="claim failed"):
+        _lease_transaction(db, claim_then_fail)
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert db.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+    assert not db.in_transaction
+    db.close()
 
 
 async def test_commit_is_visible_to_another_connection_on_return(

@@ -8,8 +8,9 @@ Real stores, the real `standard` adapter and ledger; the clock is controlled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import timedelta
+import time
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from porteiro.model import EventStatus, PaymentState
 from porteiro.providers.base import build_provider
 from porteiro.runtime import Runtime
 from porteiro.store import open_store
-from porteiro.store.base import Application, Claim, Store
+from porteiro.store.base import Application, Applied, Claim, Store
 from porteiro.worker import Worker
 from tests.integration.test_store_contract import LEASE, T0, boom, event, paid, request
 from tests.integration.test_worker import RETRY, SECRET, Clock, body, counted, deliver
@@ -95,13 +96,19 @@ def clock() -> Clock:
 
 
 def make_runtime(
-    store: Store, http: httpx.AsyncClient, clock: Clock, batch_size: int = 256
+    store: Store,
+    http: httpx.AsyncClient,
+    clock: Clock,
+    batch_size: int = 256,
+    gather_ms: float = 10.0,
 ) -> Runtime:
     sources = {
         "std": SourceConfig(name="std", provider="standard", secrets=(SECRET,)),
         "flaky": SourceConfig(name="flaky", provider="failing-test"),
     }
-    worker = WorkerConfig(concurrency=4, batch_size=batch_size, lease_seconds=30, retry=RETRY)
+    worker = WorkerConfig(
+        concurrency=4, batch_size=batch_size, lease_seconds=30, retry=RETRY, gather_ms=gather_ms
+    )
     providers = {name: build_provider(source) for name, source in sources.items()}
     return Runtime(Config(sources=sources, worker=worker), store, providers, http, clock=clock)
 
@@ -180,6 +187,45 @@ async def test_run_drains_several_batches_and_leaves_no_claim(store: Store, cloc
         assert len(await store.payment_history("std", f"pay_{p}")) == 3
 
 
+async def test_after_a_partial_batch_the_worker_gathers_before_claiming_again(
+    store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events that arrive while the worker waits out `gather_ms` after a partial batch are
+    applied together, in one transaction; a stop ends the wait at once."""
+    applied: list[int] = []
+    apply_many = store.apply_many
+
+    async def counting(batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
+        applied.append(len(batch))
+        return await apply_many(batch, now)
+
+    monkeypatch.setattr(store, "apply_many", counting)  # a spy: the real verb runs
+
+    async def done() -> int:
+        for _ in range(400):
+            if (count := (await store.status_counts())["done"]) == sent:
+                return count
+            await asyncio.sleep(0.01)
+        return (await store.status_counts())["done"]
+
+    async with httpx.AsyncClient() as http:
+        runtime = make_runtime(store, http, clock, gather_ms=1000)
+        stop = asyncio.Event()
+        running = asyncio.create_task(Worker(runtime).run(stop))
+        sent = 1
+        await deliver(runtime, "std", body("evt_a", "payment.created", "pay_a"))
+        assert await done() == 1  # woken by the delivery: no wait before a first batch
+        for name in ("b", "c", "d"):  # within the second that follows that partial batch
+            await deliver(runtime, "std", body(f"evt_{name}", "payment.created", f"pay_{name}"))
+        sent = 4
+        assert await done() == 4
+        assert applied == [1, 3]
+        started = time.monotonic()
+        stop.set()  # the worker is waiting out its gather again
+        await asyncio.wait_for(running, timeout=5)
+        assert time.monotonic() - started < 0.5
+
+
 async def test_concurrent_workers_batches_on_shared_payments_apply_once(
     pg_url: str, clock: Clock
 ) -> None:
@@ -227,3 +273,9 @@ def test_worker_batch_settings() -> None:
     assert parse_config({"worker": {"prefetch": False}}, {}).worker.prefetch is False
     with pytest.raises(ConfigError, match="prefetch"):
         parse_config({"worker": {"prefetch": "no"}}, {})
+    assert defaults.gather_ms == 10.0
+    assert parse_config({"worker": {"gather_ms": 0}}, {}).worker.gather_ms == 0.0
+    assert parse_config({"worker": {"gather_ms": 2.5}}, {}).worker.gather_ms == 2.5
+    for bad in (-1, 1001, "10", True):
+        with pytest.raises(ConfigError, match="gather_ms"):
+            parse_config({"worker": {"gather_ms": bad}}, {})

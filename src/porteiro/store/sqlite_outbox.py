@@ -103,6 +103,8 @@ class OutboxSqliteMixin(OutboxSettlement):
 
         async def _write(self, fn: Callable[..., T], *args: Any) -> T: ...
 
+        async def _lease(self, fn: Callable[..., T], *args: Any) -> T: ...
+
         async def _fetch(
             self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
         ) -> list[Any]: ...
@@ -124,7 +126,7 @@ class OutboxSqliteMixin(OutboxSettlement):
             "now": codec.encode_time(now),
             "limit": limit,
         }
-        found = await self._write(_fetchall, CLAIM, params)
+        found = await self._lease(_fetchall, CLAIM, params)  # a lease: no fsync
         claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
         return [OutboxClaim(row, token, lease_until) for row in claimed]
 
