@@ -19,18 +19,22 @@ static useconds_t delay(void) {
     return text ? (useconds_t)atoi(text) : 2000;
 }
 
-int fdatasync(int fd) {
-    static int (*real)(int);
-    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-    int result = real(fd);
+typedef int (*flush_fn)(int);
+
+/* The libc function `name` (looked up once into `*real`) on `fd`, then the delay. */
+static int flush_then_wait(const char *name, flush_fn *real, int fd) {
+    if (!*real) *real = (flush_fn)dlsym(RTLD_NEXT, name);
+    int result = (*real)(fd);
     usleep(delay());
     return result;
 }
 
+int fdatasync(int fd) {
+    static flush_fn real;
+    return flush_then_wait("fdatasync", &real, fd);
+}
+
 int fsync(int fd) {
-    static int (*real)(int);
-    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-    int result = real(fd);
-    usleep(delay());
-    return result;
+    static flush_fn real;
+    return flush_then_wait("fsync", &real, fd);
 }
