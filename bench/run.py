@@ -19,7 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,12 +89,7 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
     }
     if "servers" in wanted:
         with contextlib.ExitStack() as up:
-            started = []
-            for name in scenarios:
-                phases.say(f"starting {name}")
-                scenario = starts[name]()
-                up.callback(scenario.server.stop)
-                started.append(scenario)
+            started = start_all(up, [(name, starts[name]) for name in scenarios])
             tops = phases.maxima(ctx, started)
             for scenario in started:
                 phases.say(f"scenario {scenario.name}: half load, then mixes")
@@ -115,6 +111,29 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         result["drain"] = phases.drain(ctx)
         lap("drain")
     return result
+
+
+def start_all(
+    up: contextlib.ExitStack, starts: Sequence[tuple[str, Callable[[], phases.Scenario]]]
+) -> list[phases.Scenario]:
+    """Start every scenario's server at once (each mostly waits: for its database, the
+    naive orders, its processes' imports) and return them in the order given. `up` stops
+    every one that started, even when another failed to."""
+    phases.say(f"starting {', '.join(name for name, _ in starts)}")
+    with ThreadPoolExecutor(max(1, len(starts))) as pool:
+        futures = [pool.submit(start) for _, start in starts]
+    started, failure = [], None
+    for future in futures:
+        try:
+            scenario = future.result()
+        except Exception as exc:
+            failure = failure or exc
+            continue
+        up.callback(scenario.server.stop)
+        started.append(scenario)
+    if failure is not None:
+        raise failure
+    return started
 
 
 def _needs_postgres(scenarios: Sequence[str], wanted: Sequence[str]) -> bool:
