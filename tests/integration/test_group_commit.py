@@ -490,9 +490,41 @@ def test_invalid_batch_settings_are_refused() -> None:
     async def commit(items: Sequence[int]) -> list[int]:
         return list(items)
 
-    for kwargs in ({"max_batch": 0}, {"concurrency": 0}, {"linger_seconds": -1.0}):
+    for kwargs in (
+        {"max_batch": 0},
+        {"concurrency": 0},
+        {"linger_seconds": -1.0},
+        {"concurrency": 2, "active": 0},
+        {"concurrency": 2, "active": 3},
+    ):
         with pytest.raises(ValueError):
             GroupCommit(commit, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_parked_committers_take_batches_only_once_activated() -> None:
+    in_flight, most = 0, 0
+    release = asyncio.Event()
+
+    async def commit(items: Sequence[int]) -> list[int]:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await release.wait()
+        in_flight -= 1
+        return list(items)
+
+    batcher: GroupCommit[int, int] = GroupCommit(commit, max_batch=1, concurrency=2, active=1)
+    calls = [asyncio.create_task(batcher.submit(n)) for n in range(4)]
+    await asyncio.sleep(0.02)
+    assert (most, batcher.active) == (1, 1)  # the second committer is parked
+    batcher.activate(2)
+    await asyncio.sleep(0.02)
+    assert (most, batcher.active) == (2, 2)  # now two batches wait at once
+    release.set()
+    assert await asyncio.gather(*calls) == [0, 1, 2, 3]
+    batcher.activate(9)  # never more than its committers
+    assert batcher.active == 2
+    await batcher.close()
 
 
 # -- the ingest path under load: saturation guard, several receivers ----------------------

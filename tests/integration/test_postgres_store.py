@@ -377,10 +377,12 @@ async def test_outage_fails_fast_and_never_hangs() -> None:
 
 class Outage:
     """A TCP relay in front of the real server that can be cut and restored, standing in
-    for a PostgreSQL restart or a network partition."""
+    for a PostgreSQL restart or a network partition; with `delay`, every chunk it relays
+    waits that long first (a distant server)."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], delay: float = 0.0) -> None:
         self.target = target
+        self.delay = delay
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -418,10 +420,11 @@ class Outage:
                 self._writers.discard(each)
             self._tasks.discard(task)
 
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError):
             while data := await reader.read(65536):
+                if self.delay:
+                    await asyncio.sleep(self.delay)
                 writer.write(data)
                 await writer.drain()
         writer.transport.abort()

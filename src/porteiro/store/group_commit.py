@@ -40,7 +40,10 @@ class GroupCommit(Generic[T, R]):
     """Queue + committer tasks. `submit` resolves once the item's batch committed.
 
     `concurrency` committers may each have a batch in flight (PostgreSQL: one pooled
-    connection each); SQLite has a single writer, so 1.
+    connection each); SQLite has a single writer, so 1. Only the first `active` of them
+    take batches until `activate` lets more in (PostgreSQL's commit probe decides once
+    connected: a second batch in flight pays where a commit waits, costs where it
+    does not).
     """
 
     def __init__(
@@ -50,13 +53,20 @@ class GroupCommit(Generic[T, R]):
         max_batch: int = 256,
         linger_seconds: float = 0.0,
         concurrency: int = 1,
+        active: int | None = None,
     ) -> None:
-        if max_batch < 1 or concurrency < 1 or linger_seconds < 0:
-            raise ValueError("max_batch and concurrency must be >= 1, linger_seconds >= 0")
+        active = concurrency if active is None else active
+        if max_batch < 1 or not 1 <= active <= concurrency or linger_seconds < 0:
+            raise ValueError(
+                "max_batch and concurrency must be >= 1, active within 1..concurrency,"
+                " linger_seconds >= 0"
+            )
         self._commit = commit
         self._max_batch = max_batch
         self._linger = linger_seconds
         self._concurrency = concurrency
+        self._active = active
+        self._widened = asyncio.Event()  # set when `active` grows: parked committers look
         self._queue: deque[tuple[T, asyncio.Future[R]]] = deque()
         self._ready = asyncio.Event()
         self._committers: list[asyncio.Task[None]] = []
@@ -111,13 +121,23 @@ class GroupCommit(Generic[T, R]):
         # Started lazily, on the loop of the first caller (a store may be opened elsewhere).
         self._loop = asyncio.get_running_loop()
         self._committers = [
-            asyncio.create_task(self._run(), name=f"porteiro:group-commit:{n}")
+            asyncio.create_task(self._run(n), name=f"porteiro:group-commit:{n}")
             for n in range(self._concurrency)
         ]
         self._running = len(self._committers)
         for task in self._committers:
             task.add_done_callback(self._committer_ended)
         return self._loop
+
+    @property
+    def active(self) -> int:
+        """How many committers take batches now."""
+        return self._active
+
+    def activate(self, count: int) -> None:
+        """Let `count` committers (at most `concurrency`) take batches from now on."""
+        self._active = max(1, min(count, self._concurrency))
+        self._widened.set()
 
     def _committer_ended(self, _: asyncio.Task[None]) -> None:
         # Once all have ended (closed, or their loop is gone), the next submit restarts them.
@@ -127,6 +147,7 @@ class GroupCommit(Generic[T, R]):
         """Stop the committers after the batches in flight; fail whatever still waits."""
         self._closed = True
         self._ready.set()
+        self._widened.set()
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
@@ -138,8 +159,12 @@ class GroupCommit(Generic[T, R]):
             if not future.done():
                 future.set_exception(StoreUnavailable("the store is closing"))
 
-    async def _run(self) -> None:
+    async def _run(self, number: int) -> None:
         while not self._closed:
+            if number >= self._active:  # parked until `activate` lets it in
+                self._widened.clear()
+                await self._widened.wait()
+                continue
             if not self._queue:
                 self._ready.clear()
                 await self._ready.wait()

@@ -42,7 +42,7 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
-from porteiro.store import pg_apply, pg_batch, rows
+from porteiro.store import pg_apply, pg_batch, pg_commit_probe, rows
 from porteiro.store import pg_queries as q
 from porteiro.store.base import (
     Application,
@@ -82,9 +82,12 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         reconnect_timeout: float = 5.0,
         batch_max: int = 256,
         batch_linger_seconds: float = 0.0,
-        batch_concurrency: int = 1,
+        batch_concurrency: int | None = None,
     ) -> None:
-        if batch_max < 1 or batch_concurrency < 1 or batch_linger_seconds < 0:
+        """`batch_concurrency`: ingest batches in flight at once; None (`auto`) lets the
+        commit probe choose 1 or 2 once connected (pg_commit_probe)."""
+        too_few = batch_concurrency is not None and batch_concurrency < 1
+        if batch_max < 1 or too_few or batch_linger_seconds < 0:
             raise ValueError("batch_max and batch_concurrency must be at least 1")
         self.conninfo = conninfo
         self.quarantine_limit = quarantine_limit
@@ -99,16 +102,19 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         self._batch_linger = batch_linger_seconds
         self._batch_concurrency = batch_concurrency
         self._ingest: GroupCommit[pg_batch.Ingest, RecordResult] | None = None
+        self._probe: asyncio.Task[float | None] | None = None
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
         """`postgresql://...[?quarantine_limit=N&batch_max=N&batch_linger_ms=X
-        &batch_concurrency=N]`; other parameters go to libpq."""
+        &batch_concurrency=N|auto]`; other parameters go to libpq."""
         parts = urlsplit(url)
         params = parse_qsl(parts.query, keep_blank_values=True)
         ours = {key: value for key, value in params if key in _OPTIONS}
         if not ours:
             return cls(url)
+        if ours.get("batch_concurrency") == "auto":  # the default, said out loud
+            del ours["batch_concurrency"]
         try:
             options = {key: float(value) for key, value in ours.items()}
         except ValueError as exc:
@@ -128,7 +134,9 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
                 quarantine_limit=int(options.get("quarantine_limit", 10_000)),
                 batch_max=int(options.get("batch_max", 256)),
                 batch_linger_seconds=options.get("batch_linger_ms", 0.0) / 1000,
-                batch_concurrency=int(options.get("batch_concurrency", 1)),
+                batch_concurrency=(
+                    int(options["batch_concurrency"]) if "batch_concurrency" in options else None
+                ),
             )
         except ValueError as exc:
             raise ConfigError(f"invalid PostgreSQL URL options: {exc}") from exc
@@ -161,14 +169,37 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         # wait=False: the process starts during an outage; requests get 503 until it ends.
         await pool.open(wait=False)
         self._pool = pool
+        fixed = self._batch_concurrency
         self._ingest = GroupCommit(
             self._commit_ingests,
             max_batch=self._batch_max,
             linger_seconds=self._batch_linger,
-            concurrency=self._batch_concurrency,
+            concurrency=fixed or pg_commit_probe.MOST_IN_FLIGHT,
+            active=fixed or 1,
         )
+        if fixed is None:
+            self._probe = asyncio.create_task(
+                pg_commit_probe.tune(self._connection, self._ingest.activate),
+                name="porteiro:commit-probe",
+            )
+
+    @property
+    def commit_wait_seconds(self) -> float | None:
+        """What the commit probe measured (None: fixed concurrency, or not yet)."""
+        probe = self._probe
+        return probe.result() if probe is not None and probe.done() else None
+
+    @property
+    def batches_in_flight(self) -> int | None:
+        """Ingest batches in flight at most, as configured or chosen (None: not open)."""
+        return None if self._ingest is None else self._ingest.active
 
     async def close(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probe
         ingest, self._ingest = self._ingest, None
         if ingest is not None:
             await ingest.close()
