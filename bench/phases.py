@@ -259,7 +259,23 @@ def follow_up(ctx: Context, scenario: Scenario, top: Load) -> dict[str, Any]:
     if scenario.mixes and ctx.plan.variant_s > 0:
         for kind in ("stripe-dup", "pix"):
             result[kind] = closed_checked(ctx, scenario.server, kind, ctx.plan.variant_s)
+    if probes := commit_probes(scenario.server):
+        result["commit_probe"] = probes
     return result
+
+
+def commit_probes(server: servers.Server) -> list[dict[str, Any]]:
+    """Per receiver process, what `batch_concurrency = auto` measured and chose."""
+    probes = [
+        {"commit_ms": line.get("commit_ms"), "batches_in_flight": line.get("batches_in_flight")}
+        for line in server.logged("store.commit_probe")
+    ]
+    for probe in probes:
+        say(
+            f"{server.name}: commit probe {probe['commit_ms']} ms, "
+            f"{probe['batches_in_flight']} batch(es) in flight"
+        )
+    return probes
 
 
 def porteiro_config(ctx: Context, name: str, store: str, worker_concurrency: int = 4) -> Path:
@@ -345,6 +361,7 @@ def end_to_end(ctx: Context, rate: float) -> dict[str, Any]:
     return {
         "rate": rate,
         "ack": load,
+        "commit_probe": commit_probes(receiver),
         "latency": latency,
         "drain_s": drained,
         "workers": ctx.plan.e2e_workers,

@@ -6,6 +6,8 @@ children of uvicorn/gunicorn with it). Logs go to files in the run's scratch fol
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from bench import requests as presigned
 
@@ -35,6 +38,17 @@ class Server:
     ports: list[int]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+
+    def logged(self, action: str) -> list[dict[str, Any]]:
+        """The JSON log lines of its processes with this `action` (e.g. Porteiro's
+        `store.commit_probe`: what `batch_concurrency = auto` measured and chose)."""
+        found = []
+        for log in self.logs:
+            for line in log.read_text(errors="replace").splitlines():
+                if f'"{action}"' in line and line.startswith("{"):
+                    with contextlib.suppress(ValueError):
+                        found.append(json.loads(line))
+        return found
 
     def pids(self) -> list[int]:
         """Every live process of the server, children included."""

@@ -25,10 +25,12 @@ from porteiro.observability import logger
 # flush. `txid_current()` would not: a transaction that wrote no WAL commits without
 # waiting, and a plain SELECT writes none.
 PROBE = "SELECT pg_logical_emit_message(true, 'porteiro.commit_probe', '')"
-PROBES = 5
-PROBE_SPACING_SECONDS = 0.02  # apart, so that one busy moment does not colour them all
+PROBES = 10
+# Spread over half a second, so that a busy moment (other processes starting at once
+# measured 1.4-1.8 ms for the shortest of five commits 20 ms apart) does not colour all.
+PROBE_SPACING_SECONDS = 0.05
 # A second batch paid off with commits of 3 ms (a 2 ms flush) and more; a write cache's
-# commits measured 0.4-1.7 ms here (the shortest of five, other processes starting).
+# commits measured 0.4-1.8 ms here (the shortest of five, other processes starting).
 SLOW_COMMIT_SECONDS = 0.002
 RETRY_SECONDS = 5.0  # the store may open during an outage: try again until it is back
 MOST_IN_FLIGHT = 2  # 4 measured no better than 1 on the slow disk
