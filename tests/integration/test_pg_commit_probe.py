@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -20,16 +19,6 @@ from porteiro.store.postgres import PostgresStore
 from tests.integration.test_postgres_store import Outage
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-def relayed(pg_url: str, outage: Outage) -> str:
-    real = urlsplit(pg_url)
-    return real._replace(netloc=f"{real.username}@127.0.0.1:{outage.port}").geturl()
-
-
-def relay_for(pg_url: str, delay: float = 0.0) -> Outage:
-    real = urlsplit(pg_url)
-    return Outage((real.hostname or "127.0.0.1", real.port or 5432), delay=delay)
 
 
 async def probed(store: PostgresStore, within: float = 5.0) -> float:
@@ -103,9 +92,9 @@ async def test_the_probe_measures_this_servers_commits(pg_url: str) -> None:
 
 
 async def test_a_distant_server_gets_a_second_batch_in_flight(pg_url: str) -> None:
-    outage = relay_for(pg_url, delay=0.002)  # each way: a commit waits >= 4 ms
+    outage, url = Outage.before(pg_url, delay=0.002)  # each way: a commit waits >= 4 ms
     await outage.restore()
-    store = PostgresStore(relayed(pg_url, outage))
+    store = PostgresStore(url)
     await store.open()
     try:
         assert store.batches_in_flight == 1  # until measured
@@ -133,8 +122,8 @@ async def test_a_fixed_batch_concurrency_is_not_probed(pg_url: str) -> None:
 
 async def test_the_probe_waits_out_an_outage(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg_commit_probe, "RETRY_SECONDS", 0.05)
-    outage = relay_for(pg_url)  # not restored: the server is "down" when the store opens
-    store = PostgresStore(relayed(pg_url, outage), reconnect_timeout=1.0)
+    outage, url = Outage.before(pg_url)  # not restored: the server is "down" at open
+    store = PostgresStore(url, reconnect_timeout=1.0)
     await store.open()
     try:
         await asyncio.sleep(0.3)
@@ -147,8 +136,8 @@ async def test_the_probe_waits_out_an_outage(pg_url: str, monkeypatch: pytest.Mo
 
 
 async def test_closing_during_an_outage_stops_the_probe(pg_url: str) -> None:
-    outage = relay_for(pg_url)
-    store = PostgresStore(relayed(pg_url, outage))
+    _, url = Outage.before(pg_url)  # never restored: the server stays "down"
+    store = PostgresStore(url)
     await store.open()
     await asyncio.sleep(0.1)
     started = time.monotonic()

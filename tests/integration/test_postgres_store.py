@@ -390,6 +390,14 @@ class Outage:
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @classmethod
+    def before(cls, pg_url: str, delay: float = 0.0) -> tuple[Outage, str]:
+        """A relay in front of the server of `pg_url`, and the URL that goes through it."""
+        real = urlsplit(pg_url)
+        relay = cls((real.hostname or "127.0.0.1", real.port or 5432), delay=delay)
+        url = real._replace(netloc=f"{real.username}@127.0.0.1:{relay.port}").geturl()
+        return relay, url
+
     async def restore(self) -> None:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
 
@@ -442,9 +450,7 @@ async def eventually_pings(store: PostgresStore, within: float) -> None:
 
 
 async def test_store_rides_out_a_server_outage(pg_url: str) -> None:
-    real = urlsplit(pg_url)
-    outage = Outage((real.hostname or "127.0.0.1", real.port or 5432))
-    url = real._replace(netloc=f"{real.username}@127.0.0.1:{outage.port}").geturl()
+    outage, url = Outage.before(pg_url)
     store = PostgresStore(url, reconnect_timeout=1.0)
     await store.open()  # the server is "down": opening must not wait for it
     try:
