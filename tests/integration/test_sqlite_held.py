@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,6 +114,34 @@ async def test_failing_statements_roll_back_the_whole_transaction(
     assert not db.in_transaction
     await run_held(db, thread, insert, 2)
     assert rows(path) == [2]
+
+
+class SlowRollback(sqlite3.Connection):
+    """A connection whose ROLLBACK takes a while, as on a busy disk."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "ROLLBACK":
+            time.sleep(0.2)
+        return super().execute(sql, *args)
+
+
+async def test_a_failure_is_raised_only_once_the_transaction_is_rolled_back(
+    path: Path, thread: ThreadPoolExecutor
+) -> None:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=SlowRollback)
+    try:
+
+        def fail(connection: sqlite3.Connection) -> None:
+            insert(connection, 1)
+            raise ValueError("bad row")
+
+        with pytest.raises(ValueError, match="bad row"):
+            await run_held(db, thread, fail)
+        assert not db.in_transaction  # the next statement on it starts afresh
+        await run_held(db, thread, insert, 2)
+        assert rows(path) == [2]
+    finally:
+        db.close()
 
 
 async def test_a_failed_commit_raises_and_rolls_back(

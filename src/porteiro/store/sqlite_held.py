@@ -36,7 +36,7 @@ _CHECK_LOOP_SECONDS = 1.0
 async def run_held(db: sqlite3.Connection, thread: Executor, fn: Callable[..., T], *args: Any) -> T:
     """`fn(db, *args)` on the calling (loop) thread inside ONE IMMEDIATE transaction that
     `thread` begins and commits. Raises what BEGIN, `fn` or COMMIT raised; cancelled
-    or failed, the transaction is rolled back."""
+    or failed, the transaction is rolled back (before `fn`'s error is raised)."""
     loop = asyncio.get_running_loop()
     held = _Held(loop)
     holding = loop.run_in_executor(thread, held.hold, db)
@@ -45,7 +45,15 @@ async def run_held(db: sqlite3.Connection, thread: Executor, fn: Callable[..., T
         if not held.began.done():  # BEGIN failed: `holding` raises why
             await holding
             raise RuntimeError("the store's thread ended without beginning")  # unreachable
-        result = fn(db, *args)
+        try:
+            result = fn(db, *args)
+        except BaseException:
+            # Raised only once the store's thread rolled back: a caller that looks at
+            # the connection next must not find the transaction still open.
+            held.release()
+            with contextlib.suppress(BaseException):
+                await holding
+            raise
         held.succeeded = True
     finally:
         held.release()
