@@ -34,8 +34,12 @@ format: install
 	$(BIN)/ruff check --fix src tests bench examples
 	$(BIN)/ruff format src tests bench examples
 
+# Two test workers (pytest-xdist): the suite mostly waits on servers and processes, so a
+# second one halves its time on 2 cores. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+
 test: install services lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The side-by-side benchmark (docs/performance.md): <= 10 minutes on 2 cores; BENCH_QUICK=1
 # for a 1-2 minute smoke run, BENCH_SCALE=1000000 to skip the 5 M stored-events step.
@@ -50,7 +54,7 @@ bench: $(BENCH_STAMP) services
 	$(BIN)/python bench/run.py
 
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal tests/unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
