@@ -30,6 +30,7 @@ from porteiro.gctune import tune_for_throughput
 from porteiro.observability import configure_logging, logger
 from porteiro.receiver import Receiver, webhook_source
 from porteiro.runtime import Runtime
+from porteiro.store.base import OPEN_STATUSES
 
 Background = Callable[[], Awaitable[None]]
 
@@ -55,10 +56,12 @@ class Probes:
 
     async def metrics(self, request: Request) -> Response:
         metrics = self._runtime.metrics
-        # Best effort: a slow or down store must not make the scrape hang or fail.
+        # Best effort: a slow or down store must not make the scrape hang or fail. Only
+        # the open statuses: counting `done` read every stored event on every scrape
+        # (0.7-1 s with 5 M stored, on PostgreSQL's parallel workers).
         with contextlib.suppress(StoreUnavailable, TimeoutError):
             async with asyncio.timeout(self._timeout):
-                counts = await self._runtime.store.status_counts()
+                counts = await self._runtime.store.status_counts(OPEN_STATUSES)
             for status, count in counts.items():
                 metrics.events_by_status.labels(status).set(count)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

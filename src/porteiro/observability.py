@@ -45,7 +45,7 @@ class Metrics:
         )
         self.events_by_status = Gauge(
             "porteiro_events_by_status",
-            "Stored events per processing status",
+            "Stored events per open status (pending, processing, retrying, dead)",
             ["status"],
             registry=r,
         )

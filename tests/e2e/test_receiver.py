@@ -358,6 +358,7 @@ async def test_probes_and_metrics(client: httpx.AsyncClient) -> None:
     assert 'porteiro_deliveries_total{outcome="accepted",source="shop"} 1.0' in text
     assert 'porteiro_events_by_status{status="pending"} 1.0' in text
     assert 'porteiro_events_by_status{status="dead"} 0.0' in text
+    assert 'status="done"' not in text  # counting it would read every stored event
 
 
 # -- adapter failures ---------------------------------------------------------------------------

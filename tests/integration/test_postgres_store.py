@@ -28,7 +28,8 @@ from porteiro.model import (
     Transition,
     Verdict,
 )
-from porteiro.store.base import Application, Applied, Claim, Decide
+from porteiro.store import pg_queries as q
+from porteiro.store.base import OPEN_STATUSES, Application, Applied, Claim, Decide
 from porteiro.store.migrations import load_migrations
 from porteiro.store.postgres import PostgresStore
 
@@ -483,6 +484,33 @@ async def test_durable_commits_stay_on(two: tuple[PostgresStore, PostgresStore])
         row = await cursor.fetchone()
     assert row is not None
     assert row["synchronous_commit"] == "on"
+
+
+async def test_counting_the_open_statuses_reads_the_status_index_not_the_table(
+    pg_url: str,
+) -> None:
+    """/metrics counts them on every scrape: with 5 M events stored, counting every
+    status took 0.7-1 s (a parallel scan of the whole table), these ~1 ms."""
+    store = await opened(pg_url)
+    try:
+        await store.upgrade()
+        async with store._connection() as conn:
+            await conn.execute(
+                "INSERT INTO events (source, dedup_key, kind, type, status, received_at,"
+                " updated_at) SELECT 'stripe', 'evt_' || i, 'payment.succeeded', 't',"
+                " CASE WHEN i % 1000 = 0 THEN 'pending' ELSE 'done' END, now(), now()"
+                " FROM generate_series(1, 50000) AS i"
+            )
+            await conn.execute("VACUUM ANALYZE events")
+            cursor = await conn.execute(
+                "EXPLAIN " + q.STATUS_COUNTS_OF, ([s.value for s in OPEN_STATUSES],)
+            )
+            plan = "\n".join(row["QUERY PLAN"] for row in await cursor.fetchall())
+        assert "events_status" in plan and "Seq Scan" not in plan, plan
+        counts = await store.status_counts(OPEN_STATUSES)
+        assert counts == {"pending": 50, "processing": 0, "retrying": 0, "dead": 0}
+    finally:
+        await store.close()
 
 
 def test_from_url_takes_quarantine_limit_out_of_the_connection_url() -> None:

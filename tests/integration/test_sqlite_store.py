@@ -13,6 +13,8 @@ import pytest
 from porteiro.errors import ConfigError, StoreUnavailable
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.store import open_store
+from porteiro.store import sqlite_sql as q
+from porteiro.store.base import OPEN_STATUSES
 from porteiro.store.migrations import load_migrations
 from porteiro.store.sqlite import SqliteStore, _lease_transaction
 
@@ -273,3 +275,14 @@ async def test_closed_store_is_unavailable(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(StoreUnavailable):
         await store.ping()
+
+
+async def test_counting_the_open_statuses_searches_an_index(sqlite_store: SqliteStore) -> None:
+    """/metrics counts them on every scrape: never a scan of every stored event."""
+    statuses = [s.value for s in OPEN_STATUSES]
+    found = await sqlite_store._fetch(
+        "EXPLAIN QUERY PLAN " + q.status_counts_of(len(statuses)), statuses
+    )
+    details = [row["detail"] for row in found]
+    assert any("USING COVERING INDEX events_due" in d for d in details), details
+    assert not any(d.startswith("SCAN") for d in details), details

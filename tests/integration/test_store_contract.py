@@ -36,6 +36,7 @@ from porteiro.model import (
 )
 from porteiro.store import open_store
 from porteiro.store.base import (
+    OPEN_STATUSES,
     UNPARSEABLE_TYPE,
     Claim,
     Decide,
@@ -687,6 +688,19 @@ async def test_status_counts_cover_every_status(store: Store) -> None:
         "dead": 1,
         "ignored": 1,
     }
+
+
+async def test_status_counts_of_the_open_statuses_only(store: Store) -> None:
+    await _seed_for_listing(store)
+    claim = await claim_one(store)
+    assert await store.dead_letter(claim, "x", T0)
+    processing = await claim_one(store)
+    counts = await store.status_counts(OPEN_STATUSES)
+    assert counts == {"pending": 2, "processing": 1, "retrying": 0, "dead": 1}
+    assert await store.status_counts([EventStatus.IGNORED]) == {"ignored": 1}
+    assert await store.status_counts([]) == {}
+    assert await store.retry_later(processing, "later", T0 + LEASE, T0)
+    assert (await store.status_counts(OPEN_STATUSES))["retrying"] == 1
 
 
 # -- quarantine ------------------------------------------------------------------------

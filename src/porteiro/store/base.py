@@ -38,6 +38,16 @@ T = TypeVar("T")
 # an operator sees it in the DLQ and `replay` can re-parse the raw body later.
 UNPARSEABLE_TYPE = "porteiro.unparseable"
 
+# The statuses an operator watches: waiting, in work, waiting to retry, dead-lettered.
+# Few by design, so counting them walks the status index over just those rows; `done`
+# and `ignored` grow with every event ever stored, and counting them scans the table.
+OPEN_STATUSES = (
+    EventStatus.PENDING,
+    EventStatus.PROCESSING,
+    EventStatus.RETRYING,
+    EventStatus.DEAD,
+)
+
 
 def unparseable_dedup_key(delivery_id: int) -> str:
     return f"porteiro:unparseable:{delivery_id}"
@@ -211,5 +221,7 @@ class Store(Protocol):
 
     async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]: ...
 
-    async def status_counts(self) -> dict[str, int]:
-        """Number of events per status (all statuses present, zero included)."""
+    async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
+        """Number of events per status, zero included: of every status, or of `statuses`
+        only (through the status index: cheap for the OPEN_STATUSES however many events
+        are stored; every status reads the whole table)."""

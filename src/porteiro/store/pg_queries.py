@@ -184,6 +184,9 @@ SELECT * FROM transitions WHERE source = %s AND object_id = %s ORDER BY id"""
 LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT %s"
 
 STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
+# Index-only on events_status (status, id) for the statuses asked.
+STATUS_COUNTS_OF: Final = """
+SELECT status, count(*) AS n FROM events WHERE status = ANY(%s) GROUP BY status"""
 
 PING: Final = "SELECT 1"
 

@@ -371,9 +371,14 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         found = await self._fetch(q.LIST_QUARANTINE, (max(limit, 0),))
         return [rows.quarantined_from_row(row) for row in found]
 
-    async def status_counts(self) -> dict[str, int]:
-        found = await self._fetch(q.STATUS_COUNTS)
-        counts = {status.value: 0 for status in EventStatus}
+    async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
+        if statuses is None:
+            found = await self._fetch(q.STATUS_COUNTS)
+        else:
+            found = await self._fetch(
+                q.status_counts_of(len(statuses)), [s.value for s in statuses]
+            )
+        counts = {s.value: 0 for s in (EventStatus if statuses is None else statuses)}
         counts.update({row["status"]: int(row["n"]) for row in found})
         return counts
 

@@ -182,6 +182,13 @@ LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT ?"
 STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
 
 
+def status_counts_of(count: int) -> str:
+    """Counts of `count` statuses, bound as parameters: a search of the events_due index
+    (status, next_attempt_at), which covers it."""
+    marks = ", ".join("?" * count)
+    return f"SELECT status, count(*) AS n FROM events WHERE status IN ({marks}) GROUP BY status"
+
+
 def statements(script: str) -> Iterator[str]:
     """Split a migration into statements (sqlite3 runs one per execute)."""
     pending = ""
