@@ -49,10 +49,7 @@ class SourceConfig:
 
     def option_number(self, key: str, default: float) -> float:
         """An optional non-negative number (e.g. `reconcile_grace_seconds`)."""
-        value = self.options.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ConfigError(f"source {self.name!r}: {key} must be a number >= 0")
-        return float(value)
+        return _number(f"source {self.name!r}:", key, self.options.get(key, default))
 
 
 # Reconciliation keys of a source's options, with their defaults (docs/reconciliation.md).
@@ -186,7 +183,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         sources=sources,
         server=_server(_table(data, "server")),
         worker=_worker(_table(data, "worker")),
-        quarantine_limit=int(_table(data, "quarantine").get("limit", 10_000)),
+        quarantine_limit=_whole(_table(data, "quarantine"), "[quarantine]", "limit", 10_000, 1),
         reconcile=_reconcile(_table(data, "reconcile")),
         destinations={
             name: _destination(name, table) for name, table in _table(data, "destinations").items()
@@ -259,7 +256,7 @@ def _source(name: str, table: Any) -> SourceConfig:
         name=name,
         provider=provider,
         secrets=tuple(s for s in secrets if s),
-        tolerance_seconds=int(table.get("tolerance_seconds", 300)),
+        tolerance_seconds=_whole(table, f"[sources.{name}]", "tolerance_seconds", 300, 0),
         api_base_url=_opt_str(table, "api_base_url"),
         api_key=_opt_str(table, "api_key"),
         options={key: value for key, value in table.items() if key not in _SOURCE_KEYS},
@@ -268,27 +265,21 @@ def _source(name: str, table: Any) -> SourceConfig:
 
 def _server(table: Mapping[str, Any]) -> ServerConfig:
     defaults = ServerConfig()
+    where = "[server]"
+    timeout = table.get("store_timeout_seconds", defaults.store_timeout_seconds)
+    retry_after = defaults.retry_after_seconds
     return ServerConfig(
         host=str(table.get("host", defaults.host)),
-        port=int(table.get("port", defaults.port)),
-        max_body_bytes=int(table.get("max_body_bytes", defaults.max_body_bytes)),
-        store_timeout_seconds=float(
-            table.get("store_timeout_seconds", defaults.store_timeout_seconds)
-        ),
-        retry_after_seconds=int(table.get("retry_after_seconds", defaults.retry_after_seconds)),
+        port=_whole(table, where, "port", defaults.port, 0, 65_535),
+        max_body_bytes=_whole(table, where, "max_body_bytes", defaults.max_body_bytes, 1),
+        store_timeout_seconds=_number(where, "store_timeout_seconds", timeout, above=0),
+        retry_after_seconds=_whole(table, where, "retry_after_seconds", retry_after, 0),
         tls_cert_file=_opt_str(table, "tls_cert_file") or None,
         tls_key_file=_opt_str(table, "tls_key_file") or None,
         tls_client_ca_file=_opt_str(table, "tls_client_ca_file") or None,
-        max_inflight=_at_least_one(table, "max_inflight", defaults.max_inflight),
-        receivers=_at_least_one(table, "receivers", defaults.receivers),
+        max_inflight=_whole(table, where, "max_inflight", defaults.max_inflight, 1),
+        receivers=_whole(table, where, "receivers", defaults.receivers, 1),
     )
-
-
-def _at_least_one(table: Mapping[str, Any], key: str, default: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"[server] {key} must be a whole number >= 1")
-    return value
 
 
 def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -298,37 +289,21 @@ def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _worker_milliseconds(table: Mapping[str, Any], key: str, default: float) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
-        raise ConfigError(f"[worker] {key} must be a number from 0 to 1000")
-    return float(value)
-
-
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
-    retry_table = _table(table, "retry")
-    retry_defaults = RetryPolicy()
+    where = "[worker]"
+
+    def seconds(key: str, default: float) -> float:
+        return _number(where, key, table.get(key, default), above=0)
+
     return WorkerConfig(
-        concurrency=int(table.get("concurrency", defaults.concurrency)),
-        batch_size=int(table.get("batch_size", defaults.batch_size)),
-        lease_seconds=float(table.get("lease_seconds", defaults.lease_seconds)),
-        poll_interval_seconds=float(
-            table.get("poll_interval_seconds", defaults.poll_interval_seconds)
-        ),
+        concurrency=_whole(table, where, "concurrency", defaults.concurrency, 1),
+        batch_size=_whole(table, where, "batch_size", defaults.batch_size, 1),
+        lease_seconds=seconds("lease_seconds", defaults.lease_seconds),
+        poll_interval_seconds=seconds("poll_interval_seconds", defaults.poll_interval_seconds),
         prefetch=_worker_flag(table, "prefetch", defaults.prefetch),
-        gather_ms=_worker_milliseconds(table, "gather_ms", defaults.gather_ms),
-        retry=RetryPolicy(
-            max_attempts=int(retry_table.get("max_attempts", retry_defaults.max_attempts)),
-            base_delay_seconds=float(
-                retry_table.get("base_delay_seconds", retry_defaults.base_delay_seconds)
-            ),
-            multiplier=float(retry_table.get("multiplier", retry_defaults.multiplier)),
-            max_delay_seconds=float(
-                retry_table.get("max_delay_seconds", retry_defaults.max_delay_seconds)
-            ),
-            jitter=float(retry_table.get("jitter", retry_defaults.jitter)),
-        ),
+        gather_ms=_number(where, "gather_ms", table.get("gather_ms", defaults.gather_ms), 0, 1000),
+        retry=_retry_policy(where, _table(table, "retry")),
     )
 
 
@@ -336,17 +311,12 @@ def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
     defaults = ReconcileConfig()
     enabled = table.get("enabled", defaults.enabled)
     interval = table.get("interval_seconds", defaults.interval_seconds)
-    batch = table.get("batch_size", defaults.batch_size)
     if not isinstance(enabled, bool):
         raise ConfigError("[reconcile] enabled must be true or false")
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
-        raise ConfigError("[reconcile] interval_seconds must be a number > 0")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError("[reconcile] batch_size must be a whole number >= 1")
     return ReconcileConfig(
         enabled=enabled,
-        interval_seconds=float(interval),
-        batch_size=batch,
+        interval_seconds=_number("[reconcile]", "interval_seconds", interval, above=0),
+        batch_size=_whole(table, "[reconcile]", "batch_size", defaults.batch_size, 1),
         reports_dir=_opt_str(table, "reports_dir") or defaults.reports_dir,
     )
 
@@ -380,12 +350,10 @@ def _destination(name: str, table: Any) -> DestinationConfig:
         exchange=_opt_str(table, "exchange") or defaults.exchange,
         kinds=_destination_kinds(where, table.get("kinds", [])),
         rate_per_second=None if rate is None else _positive(where, "rate_per_second", rate),
-        concurrency=int(_positive(where, "concurrency", table.get("concurrency", 4), whole=True)),
+        concurrency=_whole(table, where, "concurrency", defaults.concurrency, 1),
         timeout_seconds=_positive(where, "timeout_seconds", table.get("timeout_seconds", 10.0)),
         lease_seconds=_positive(where, "lease_seconds", table.get("lease_seconds", 60.0)),
-        circuit_failures=int(
-            _positive(where, "circuit_failures", table.get("circuit_failures", 5), whole=True)
-        ),
+        circuit_failures=_whole(table, where, "circuit_failures", defaults.circuit_failures, 1),
         circuit_cooldown_seconds=_positive(
             where, "circuit_cooldown_seconds", table.get("circuit_cooldown_seconds", 30.0)
         ),
@@ -403,11 +371,47 @@ def _destination_kinds(where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _positive(where: str, key: str, value: Any, *, whole: bool = False) -> float:
-    number_types = int if whole else int | float
-    if isinstance(value, bool) or not isinstance(value, number_types) or value <= 0:
-        raise ConfigError(f"{where} {key} must be a {'whole ' if whole else ''}number > 0")
+def _number(
+    where: str,
+    key: str,
+    value: Any,
+    low: float = 0,
+    high: float | None = None,
+    *,
+    above: float | None = None,
+    whole: bool = False,
+) -> float:
+    """`value` as a number within `low`..`high` (or strictly `above`), else a ConfigError
+    that names the key and the rule. TOML's booleans are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+        fits = False
+    elif above is not None:
+        fits = value > above
+    else:
+        fits = low <= value and (high is None or value <= high)
+    if not fits:
+        if above is not None:
+            rule = f"> {above:g}"
+        else:
+            rule = f">= {low:g}" if high is None else f"from {low:g} to {high:g}"
+        raise ConfigError(f"{where} {key} must be a {'whole ' if whole else ''}number {rule}")
     return float(value)
+
+
+def _whole(
+    table: Mapping[str, Any],
+    where: str,
+    key: str,
+    default: int,
+    low: int,
+    high: int | None = None,
+) -> int:
+    """The table's whole number `key` (or `default`) within `low`..`high`."""
+    return int(_number(where, key, table.get(key, default), low, high, whole=True))
+
+
+def _positive(where: str, key: str, value: Any) -> float:
+    return _number(where, key, value, above=0)
 
 
 def _retry_policy(where: str, table: Mapping[str, Any]) -> RetryPolicy:
@@ -422,6 +426,7 @@ def _retry_policy(where: str, table: Mapping[str, Any]) -> RetryPolicy:
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where} retry: {exc}") from None
-    if policy.max_attempts < 1 or policy.base_delay_seconds < 0 or not 0 <= policy.jitter < 1:
+    delays = (policy.base_delay_seconds, policy.max_delay_seconds)
+    if policy.max_attempts < 1 or min(delays) < 0 or not 0 <= policy.jitter < 1:
         raise ConfigError(f"{where} retry: max_attempts >= 1, delays >= 0, 0 <= jitter < 1")
     return policy
