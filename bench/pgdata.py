@@ -99,6 +99,11 @@ def database_url(admin_url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
+# The databases this run made, so that its clean-up drops its own and never those of
+# another benchmark run on the same server (two smoke tests run side by side).
+_made: set[str] = set()
+
+
 def fresh_database(admin_url: str, name: str) -> str:
     """Drop and create `porteiro_bench_<name>`; returns its URL."""
     full = PREFIX + name
@@ -107,22 +112,24 @@ def fresh_database(admin_url: str, name: str) -> str:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(full))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(full)))
+    _made.add(full)
     return database_url(admin_url, full)
 
 
 def drop_database(admin_url: str, url: str) -> None:
     """Drop the database `url` names (its connections, autovacuum's included, end)."""
+    name = url.rpartition("/")[2]
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        _drop(conn, url.rpartition("/")[2])
+        _drop(conn, name)
+    _made.discard(name)
 
 
 def drop_databases(admin_url: str) -> None:
+    """Drop every database this run made."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        names = conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE %s", (PREFIX + "%",)
-        ).fetchall()
-        for (name,) in names:
+        for name in sorted(_made):
             _drop(conn, name)
+    _made.clear()
 
 
 def _drop(conn: psycopg.Connection[Any], name: str) -> None:
@@ -137,6 +144,12 @@ def naive_schema(url: str, orders: int) -> None:
             "INSERT INTO orders (id) SELECT 'order-' || i FROM generate_series(0, %s) AS i",
             (orders,),
         )
+
+
+def sketch_schema(url: str) -> None:
+    """bench/sketch.py's one table: the event id and the raw body."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE sketch_events (id text PRIMARY KEY, body bytea NOT NULL)")
 
 
 def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:

@@ -32,6 +32,8 @@ from bench import loadgen_wrk, pgdata, phases, report, servers
 from bench.report import Load, Target
 
 SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
+# Only when asked for: the lean sketch of issue 4 (bench/sketch.py), a reference row.
+EXTRA_SCENARIOS = ("sketch",)
 PHASES = ("generators", "servers", "e2e", "scale")
 EXTRA_PHASES = ("drain",)  # only when asked for: --phases drain
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -86,6 +88,7 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         "sqlite": lambda: phases.start_porteiro(ctx, "sqlite", "sqlite", 1),
         "pg1": lambda: phases.start_porteiro(ctx, "pg1", "pg", 1),
         "pg2": lambda: phases.start_porteiro(ctx, "pg2", "pg", 2),
+        "sketch": lambda: phases.start_sketch(ctx),
     }
     if "servers" in wanted:
         with contextlib.ExitStack() as up:
@@ -137,7 +140,7 @@ def start_all(
 
 
 def _needs_postgres(scenarios: Sequence[str], wanted: Sequence[str]) -> bool:
-    on_pg = any(s.startswith(("naive", "pg")) for s in scenarios) and "servers" in wanted
+    on_pg = any(s.startswith(("naive", "pg", "sketch")) for s in scenarios) and "servers" in wanted
     return on_pg or any(phase in wanted for phase in ("e2e", "scale", "drain"))
 
 
@@ -167,6 +170,10 @@ def targets(result: Mapping[str, Any]) -> list[Target]:
         found.append(report.at_least(f"{pg} / {hello} req/s (stretch)", share, 0.40))
         found.append(report.at_least(f"{pg} / {naive} req/s", ratio(pg, naive), 50))
     found.append(report.at_least("sqlite / hello1 req/s", ratio("sqlite", "hello1"), 0.20))
+    if "sketch" in srv:  # a reference row (bench/sketch.py), no target of the issue's
+        for top, bottom in (("sketch", "hello1"), ("pg1", "sketch")):
+            name = f"{top} / {bottom} req/s"
+            found.append(Target(name, ratio(top, bottom), "reference", None, "lean sketch"))
     for name in ("sqlite", "pg1", "pg2"):
         if name in srv:
             found.append(report.at_most(f"{name} ack p99 @50%", srv[name]["open"].p99_ms, 25, "ms"))
@@ -317,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     plan = plan_for(args, os.environ)
     scenarios = [s for s in args.scenarios.split(",") if s]
     wanted = [p for p in args.phases.split(",") if p]
-    unknown = set(scenarios) - set(SCENARIOS) | set(wanted) - set(PHASES) - set(EXTRA_PHASES)
+    known = set(SCENARIOS) | set(EXTRA_SCENARIOS)
+    unknown = set(scenarios) - known | set(wanted) - set(PHASES) - set(EXTRA_PHASES)
     if unknown:
         raise SystemExit(f"unknown scenario or phase: {', '.join(sorted(unknown))}")
     started = datetime.now(UTC)

@@ -137,6 +137,16 @@ def start(
 # -- the compared servers ---------------------------------------------------------------
 
 
+def sketch(url: str, folder: Path) -> Server:
+    """The lean sketch (bench/sketch.py), one process, served as hello-world is."""
+    base = [sys.executable, "-m", "uvicorn", "bench.sketch:app", "--host", "127.0.0.1"]
+    base += ["--log-level", "warning", "--no-access-log", "--loop", "auto", "--http", "auto"]
+    base += ["--no-proxy-headers"]
+    port = free_port()
+    command = [*base, "--port", str(port)]
+    return start("sketch-x1", [command], [port], folder, {"BENCH_SKETCH_URL": url})
+
+
 def hello(processes: int, shared_port: bool, folder: Path) -> Server:
     """(a) bench/hello.py on uvicorn with uvloop + httptools when installed and no proxy
     headers middleware, as Porteiro."""

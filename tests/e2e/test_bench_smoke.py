@@ -13,9 +13,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from bench import requests as presigned
+from bench.sketch import _signed
 
 from tests.conftest import PG_ADMIN_URL, require_postgres
 
@@ -88,3 +92,59 @@ def test_drain_phase_measures_the_workers_alone(tmp_path: Path) -> None:
     assert drained["worker_cpu_us_per_event"] > 0
     assert drained["wal_bytes_per_event"] > 100  # each event is at least updated twice
     assert "drain: " in done.stdout
+
+
+@pytest.mark.postgres
+def test_the_lean_sketch_runs_beside_porteiro_and_stores_what_it_acked(tmp_path: Path) -> None:
+    """`--scenarios sketch` (bench/sketch.py, the issue's lean reference): it answers
+    signed requests only, stores each acknowledged event, and gets its reference rows."""
+    require_postgres()
+    generator = "wrk" if shutil.which("wrk") else "python"
+    results = tmp_path / "results"
+    command = [sys.executable, "bench/run.py", "--quick", "--scenarios", "hello1,sketch",
+               "--phases", "servers", "--duration", "1", "--generator", generator,
+               "--results", str(results), "--scratch", str(tmp_path / "s"), "--keep"]  # fmt: skip
+    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL}
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        (path,) = results.glob("*.json")
+        document = json.loads(path.read_text())
+        sketch = document["servers"]["sketch"]
+        for load in (sketch["closed"], sketch["open"]):
+            assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
+        reference = {t["name"]: t for t in document["targets"] if t["goal"] == "reference"}
+        hello = document["servers"]["hello1"]["closed"]["rate"]
+        measured = reference["sketch / hello1 req/s"]["measured"]
+        assert measured == pytest.approx(sketch["closed"]["rate"] / hello)
+        url = PG_ADMIN_URL.rpartition("/")[0] + "/porteiro_bench_sketch"
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT count(*) FROM sketch_events").fetchone()
+        assert row is not None
+        assert row[0] >= sketch["closed"]["requests"] + sketch["open"]["requests"]
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS porteiro_bench_sketch WITH (FORCE)")
+
+
+def _stripe_request(start: float) -> tuple[bytes, bytes]:
+    """A pre-signed Stripe request's body and its Stripe-Signature header."""
+    head, body = presigned.build("stripe", 1, start=start).requests[0].split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")
+    header = next(
+        v
+        for k, _, v in (line.partition(b": ") for line in lines)
+        if k.lower() == b"stripe-signature"
+    )
+    return body, header
+
+
+def test_the_sketch_accepts_only_stripe_signatures_it_can_check() -> None:
+    body, header = _stripe_request(time.time())
+    assert _signed(body, header)
+    assert not _signed(body + b" ", header)
+    assert not _signed(body, None)
+    assert not _signed(body, header.replace(b"v1=", b"v0="))
+    assert not _signed(*_stripe_request(time.time() - 600))  # past the 5-minute tolerance
