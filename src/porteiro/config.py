@@ -382,7 +382,10 @@ def _number(
     whole: bool = False,
 ) -> float:
     """`value` as a number within `low`..`high` (or strictly `above`), else a ConfigError
-    that names the key and the rule. TOML's booleans are not numbers here."""
+    that names the key and the rule. TOML's booleans are not numbers here; text that
+    reads as one is (a number from the environment: `port = "${PORT}"`)."""
+    if isinstance(value, str):
+        value = _from_text(value)
     if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
         fits = False
     elif above is not None:
@@ -396,6 +399,16 @@ def _number(
             rule = f">= {low:g}" if high is None else f"from {low:g} to {high:g}"
         raise ConfigError(f"{where} {key} must be a {'whole ' if whole else ''}number {rule}")
     return float(value)
+
+
+def _from_text(text: str) -> int | float | str:
+    """The number `text` spells (an int where it is one), else the text unchanged."""
+    for kind in (int, float):
+        try:
+            return kind(text.strip())
+        except ValueError:
+            continue
+    return text
 
 
 def _whole(

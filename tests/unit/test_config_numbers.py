@@ -20,7 +20,8 @@ def parsed(raw: dict[str, Any]) -> Any:
     ("raw", "message"),
     [
         ({"server": {"port": 70_000}}, r"\[server\] port must be a whole number from 0 to 65535"),
-        ({"server": {"port": "8000"}}, r"\[server\] port must be a whole number"),
+        ({"server": {"port": "80x"}}, r"\[server\] port must be a whole number"),
+        ({"server": {"port": "8000.5"}}, r"\[server\] port must be a whole number"),
         ({"server": {"max_body_bytes": 0}}, r"\[server\] max_body_bytes .* >= 1"),
         ({"server": {"store_timeout_seconds": 0}}, r"store_timeout_seconds must be a number > 0"),
         ({"server": {"retry_after_seconds": -1}}, r"retry_after_seconds .* >= 0"),
@@ -79,3 +80,12 @@ def test_the_defaults_pass_their_own_rules() -> None:
     config = parsed({})
     assert config.worker.batch_size == 256 and config.server.port == 8000
     assert config.worker.retry.max_attempts == 10 and config.quarantine_limit == 10_000
+
+
+def test_a_number_from_the_environment_is_read_from_its_text() -> None:
+    raw = {"server": {"port": "${PORT}"}, "worker": {"lease_seconds": "${LEASE}"}}
+    config = parse_config(raw, {"PORT": "8080", "LEASE": "2.5"})
+    assert config.server.port == 8080 and isinstance(config.server.port, int)
+    assert config.worker.lease_seconds == 2.5
+    with pytest.raises(ConfigError, match=r"\[server\] port must be a whole number"):
+        parse_config(raw, {"PORT": "eighty", "LEASE": "1"})

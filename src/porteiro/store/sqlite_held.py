@@ -51,7 +51,7 @@ async def run_held(db: sqlite3.Connection, thread: Executor, fn: Callable[..., T
             # Raised only once the store's thread rolled back: a caller that looks at
             # the connection next must not find the transaction still open.
             held.release()
-            with contextlib.suppress(BaseException):
+            with contextlib.suppress(Exception):  # a cancellation still goes through
                 await holding
             raise
         held.succeeded = True
