@@ -276,6 +276,7 @@ def test_worker_batch_settings() -> None:
     assert defaults.gather_ms == 10.0
     assert parse_config({"worker": {"gather_ms": 0}}, {}).worker.gather_ms == 0.0
     assert parse_config({"worker": {"gather_ms": 2.5}}, {}).worker.gather_ms == 2.5
-    for bad in (-1, 1001, "10", True):
+    assert parse_config({"worker": {"gather_ms": "10"}}, {}).worker.gather_ms == 10.0
+    for bad in (-1, 1001, "ten", True):
         with pytest.raises(ConfigError, match="gather_ms"):
             parse_config({"worker": {"gather_ms": bad}}, {})
