@@ -33,7 +33,7 @@ SELECT i, 'stripe', now() - make_interval(days => 30, secs => -i * 0.01), 'POST'
        convert_to(replace(%(body)s, %(placeholder)s, 'evt_preload' || lpad(i::text, 13, '0')),
                   'UTF8'),
        '127.0.0.1'
-FROM generate_series(%(first)s, %(last)s) AS i"""
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"""
 _PRELOAD_EVENTS = """
 INSERT INTO events (id, source, dedup_key, kind, type, object_id, reference, amount, currency,
                     occurred_at, data, status, attempts, first_delivery_id, last_delivery_id,
@@ -46,7 +46,7 @@ SELECT i, 'stripe', 'evt_preload' || lpad(i::text, 13, '0'), 'payment.paid',
        '{"object": "payment_intent", "status": "succeeded", "api_version": "2024-06-20"}',
        'done', 1, i, i, now() - make_interval(days => 30, secs => -i * 0.01),
        now() - make_interval(days => 30, secs => 1 - i * 0.01)
-FROM generate_series(%(first)s, %(last)s) AS i"""
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"""
 _PRELOAD_HEADERS = (
     '[["host", "127.0.0.1"], ["content-type", "application/json; charset=utf-8"], '
     '["user-agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"], '

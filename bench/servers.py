@@ -137,22 +137,24 @@ def start(
 # -- the compared servers ---------------------------------------------------------------
 
 
+def _uvicorn(app: str) -> list[str]:
+    """uvicorn with uvloop + httptools when installed and no proxy-headers middleware,
+    as `porteiro serve` runs it."""
+    base = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
+    base += ["--log-level", "warning", "--no-access-log", "--loop", "auto", "--http", "auto"]
+    return [*base, "--no-proxy-headers"]
+
+
 def sketch(url: str, folder: Path) -> Server:
     """The lean sketch (bench/sketch.py), one process, served as hello-world is."""
-    base = [sys.executable, "-m", "uvicorn", "bench.sketch:app", "--host", "127.0.0.1"]
-    base += ["--log-level", "warning", "--no-access-log", "--loop", "auto", "--http", "auto"]
-    base += ["--no-proxy-headers"]
     port = free_port()
-    command = [*base, "--port", str(port)]
+    command = [*_uvicorn("bench.sketch:app"), "--port", str(port)]
     return start("sketch-x1", [command], [port], folder, {"BENCH_SKETCH_URL": url})
 
 
 def hello(processes: int, shared_port: bool, folder: Path) -> Server:
-    """(a) bench/hello.py on uvicorn with uvloop + httptools when installed and no proxy
-    headers middleware, as Porteiro."""
-    base = [sys.executable, "-m", "uvicorn", "bench.hello:app", "--host", "127.0.0.1"]
-    base += ["--log-level", "warning", "--no-access-log", "--loop", "auto", "--http", "auto"]
-    base += ["--no-proxy-headers"]  # as `porteiro serve` runs uvicorn
+    """(a) bench/hello.py on uvicorn, served as Porteiro is."""
+    base = _uvicorn("bench.hello:app")
     if shared_port or processes == 1:
         port = free_port()
         workers = ["--workers", str(processes)] if processes > 1 else []

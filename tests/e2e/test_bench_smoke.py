@@ -129,6 +129,41 @@ def test_the_lean_sketch_runs_beside_porteiro_and_stores_what_it_acked(tmp_path:
             conn.execute("DROP DATABASE IF EXISTS porteiro_bench_sketch WITH (FORCE)")
 
 
+@pytest.mark.postgres
+def test_scale_phase_measures_each_step_in_turns_with_an_empty_store(tmp_path: Path) -> None:
+    """`--phases scale`: events preloaded, then the stored and a fresh empty store's
+    servers in turns; the ratio target is the stored store's rate over the empty one's."""
+    require_postgres()
+    generator = "wrk" if shutil.which("wrk") else "python"
+    results = tmp_path / "results"
+    command = [sys.executable, "bench/run.py", "--quick", "--phases", "scale",
+               "--generator", generator, "--results", str(results),
+               "--scratch", str(tmp_path / "s"), "--keep"]  # fmt: skip
+    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL, "BENCH_SCALE": "30000"}
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        (path,) = results.glob("*.json")
+        document = json.loads(path.read_text())
+        (step,) = document["scale"]["steps"]
+        assert step["stored"] == 30_000
+        for load in (step["load"], step["empty"]):
+            assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
+            assert len(load["detail"]["runs"]) == 2  # two rounds, in turns
+        (target,) = [t for t in document["targets"] if "stored / empty" in t["name"]]
+        assert target["measured"] == pytest.approx(step["load"]["rate"] / step["empty"]["rate"])
+        url = PG_ADMIN_URL.rpartition("/")[0] + "/porteiro_bench_scale"
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT count(*) FROM events").fetchone()
+        assert row is not None and row[0] >= 30_000 + step["load"]["requests"]
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            for name in ("porteiro_bench_scale", "porteiro_bench_scale-empty"):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def _stripe_request(start: float) -> tuple[bytes, bytes]:
     """A pre-signed Stripe request's body and its Stripe-Signature header."""
     head, body = presigned.build("stripe", 1, start=start).requests[0].split(b"\r\n\r\n", 1)
