@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -69,49 +70,54 @@ def test_quick_bench_measures_hello_and_sqlite(tmp_path: Path) -> None:
     assert events >= sqlite["closed"]["requests"] + sqlite["open"]["requests"]
 
 
+def run_on_postgres(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[dict[str, Any], str]:
+    """`bench/run.py --quick ARGS` against the test server: its JSON and its output."""
+    require_postgres()
+    generator = "wrk" if shutil.which("wrk") else "python"
+    results = tmp_path / "results"
+    command = [sys.executable, "bench/run.py", "--quick", *args, "--generator", generator,
+               "--results", str(results), "--scratch", str(tmp_path / "scratch")]  # fmt: skip
+    environment = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL, **(env or {})}
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=environment
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = results.glob("*.json")
+    return json.loads(path.read_text()), done.stdout
+
+
+def drop(*names: str) -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.mark.postgres
 def test_drain_phase_measures_the_workers_alone(tmp_path: Path) -> None:
     """`--phases drain`: a load stored with no worker, then workers until nothing is
     left; every stored event is done and the figures are sane."""
-    require_postgres()
-    generator = "wrk" if shutil.which("wrk") else "python"
-    results = tmp_path / "results"
-    command = [sys.executable, "bench/run.py", "--quick", "--scenarios", "pg1",
-               "--phases", "drain", "--duration", "1", "--generator", generator,
-               "--results", str(results), "--scratch", str(tmp_path / "scratch")]  # fmt: skip
-    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL}
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-    (path,) = results.glob("*.json")
-    drained = json.loads(path.read_text())["drain"]
+    document, stdout = run_on_postgres(
+        tmp_path, "--scenarios", "pg1", "--phases", "drain", "--duration", "1", timeout=180
+    )
+    drained = document["drain"]
     assert drained["drained"] is True
     assert drained["events"] > 100 and drained["workers"] == 2
     assert 0 < drained["seconds"] < 120
     assert drained["events_per_s"] == pytest.approx(drained["events"] / drained["seconds"], 0.01)
     assert drained["worker_cpu_us_per_event"] > 0
     assert drained["wal_bytes_per_event"] > 100  # each event is at least updated twice
-    assert "drain: " in done.stdout
+    assert "drain: " in stdout
 
 
 @pytest.mark.postgres
 def test_the_lean_sketch_runs_beside_porteiro_and_stores_what_it_acked(tmp_path: Path) -> None:
     """`--scenarios sketch` (bench/sketch.py, the issue's lean reference): it answers
     signed requests only, stores each acknowledged event, and gets its reference rows."""
-    require_postgres()
-    generator = "wrk" if shutil.which("wrk") else "python"
-    results = tmp_path / "results"
-    command = [sys.executable, "bench/run.py", "--quick", "--scenarios", "hello1,sketch",
-               "--phases", "servers", "--duration", "1", "--generator", generator,
-               "--results", str(results), "--scratch", str(tmp_path / "s"), "--keep"]  # fmt: skip
-    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL}
     try:
-        done = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        (path,) = results.glob("*.json")
-        document = json.loads(path.read_text())
+        args = ["--scenarios", "hello1,sketch", "--phases", "servers", "--duration", "1"]
+        document, _ = run_on_postgres(tmp_path, *args, "--keep")
         sketch = document["servers"]["sketch"]
         for load in (sketch["closed"], sketch["open"]):
             assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
@@ -125,28 +131,17 @@ def test_the_lean_sketch_runs_beside_porteiro_and_stores_what_it_acked(tmp_path:
         assert row is not None
         assert row[0] >= sketch["closed"]["requests"] + sketch["open"]["requests"]
     finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute("DROP DATABASE IF EXISTS porteiro_bench_sketch WITH (FORCE)")
+        drop("porteiro_bench_sketch")
 
 
 @pytest.mark.postgres
 def test_scale_phase_measures_each_step_in_turns_with_an_empty_store(tmp_path: Path) -> None:
     """`--phases scale`: events preloaded, then the stored and a fresh empty store's
     servers in turns; the ratio target is the stored store's rate over the empty one's."""
-    require_postgres()
-    generator = "wrk" if shutil.which("wrk") else "python"
-    results = tmp_path / "results"
-    command = [sys.executable, "bench/run.py", "--quick", "--phases", "scale",
-               "--generator", generator, "--results", str(results),
-               "--scratch", str(tmp_path / "s"), "--keep"]  # fmt: skip
-    env = {**os.environ, "BENCH_PG_URL": PG_ADMIN_URL, "BENCH_SCALE": "30000"}
     try:
-        done = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        document, _ = run_on_postgres(
+            tmp_path, "--phases", "scale", "--keep", env={"BENCH_SCALE": "30000"}
         )
-        assert done.returncode == 0, done.stdout + done.stderr
-        (path,) = results.glob("*.json")
-        document = json.loads(path.read_text())
         (step,) = document["scale"]["steps"]
         assert step["stored"] == 30_000
         for load in (step["load"], step["empty"]):
@@ -159,9 +154,7 @@ def test_scale_phase_measures_each_step_in_turns_with_an_empty_store(tmp_path: P
             row = conn.execute("SELECT count(*) FROM events").fetchone()
         assert row is not None and row[0] >= 30_000 + step["load"]["requests"]
     finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            for name in ("porteiro_bench_scale", "porteiro_bench_scale-empty"):
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop("porteiro_bench_scale", "porteiro_bench_scale-empty")
 
 
 def _stripe_request(start: float) -> tuple[bytes, bytes]:
