@@ -507,9 +507,7 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
             found = await self._fetch(q.STATUS_COUNTS, ())
         else:
             found = await self._fetch(q.STATUS_COUNTS_OF, ([s.value for s in statuses],))
-        counts = {s.value: 0 for s in (EventStatus if statuses is None else statuses)}
-        counts.update({row["status"]: int(row["n"]) for row in found})
-        return counts
+        return rows.status_counts(found, statuses)
 
     async def _fetch(
         self, query: str | sql.Composed, params: Sequence[Any] | dict[str, Any]

@@ -241,6 +241,14 @@ def parse_cursor(cursor: str | None) -> int | None:
     return int(cursor)
 
 
+def status_counts(found: Sequence[Row], statuses: Sequence[EventStatus] | None) -> dict[str, int]:
+    """Each status asked (every one for None) with its count from the (status, n) rows
+    of a GROUP BY status, zero where no row came back."""
+    counts = {s.value: 0 for s in (EventStatus if statuses is None else statuses)}
+    counts.update({row["status"]: int(row["n"]) for row in found})
+    return counts
+
+
 def initial_status(event: ParsedEvent) -> EventStatus:
     """A new event with nothing for the ledger to act on is stored already `ignored`."""
     return EventStatus.PENDING if event.actionable else EventStatus.IGNORED

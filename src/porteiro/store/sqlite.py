@@ -378,9 +378,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
             found = await self._fetch(
                 q.status_counts_of(len(statuses)), [s.value for s in statuses]
             )
-        counts = {s.value: 0 for s in (EventStatus if statuses is None else statuses)}
-        counts.update({row["status"]: int(row["n"]) for row in found})
-        return counts
+        return rows.status_counts(found, statuses)
 
 
 @contextlib.contextmanager
