@@ -272,7 +272,7 @@ def _server(table: Mapping[str, Any]) -> ServerConfig:
         host=str(table.get("host", defaults.host)),
         port=_whole(table, where, "port", defaults.port, 0, 65_535),
         max_body_bytes=_whole(table, where, "max_body_bytes", defaults.max_body_bytes, 1),
-        store_timeout_seconds=_number(where, "store_timeout_seconds", timeout, above=0),
+        store_timeout_seconds=_positive(where, "store_timeout_seconds", timeout),
         retry_after_seconds=_whole(table, where, "retry_after_seconds", retry_after, 0),
         tls_cert_file=_opt_str(table, "tls_cert_file") or None,
         tls_key_file=_opt_str(table, "tls_key_file") or None,
@@ -292,15 +292,13 @@ def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
     where = "[worker]"
-
-    def seconds(key: str, default: float) -> float:
-        return _number(where, key, table.get(key, default), above=0)
-
+    lease = table.get("lease_seconds", defaults.lease_seconds)
+    poll = table.get("poll_interval_seconds", defaults.poll_interval_seconds)
     return WorkerConfig(
         concurrency=_whole(table, where, "concurrency", defaults.concurrency, 1),
         batch_size=_whole(table, where, "batch_size", defaults.batch_size, 1),
-        lease_seconds=seconds("lease_seconds", defaults.lease_seconds),
-        poll_interval_seconds=seconds("poll_interval_seconds", defaults.poll_interval_seconds),
+        lease_seconds=_positive(where, "lease_seconds", lease),
+        poll_interval_seconds=_positive(where, "poll_interval_seconds", poll),
         prefetch=_worker_flag(table, "prefetch", defaults.prefetch),
         gather_ms=_number(where, "gather_ms", table.get("gather_ms", defaults.gather_ms), 0, 1000),
         retry=_retry_policy(where, _table(table, "retry")),
@@ -315,7 +313,7 @@ def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
         raise ConfigError("[reconcile] enabled must be true or false")
     return ReconcileConfig(
         enabled=enabled,
-        interval_seconds=_number("[reconcile]", "interval_seconds", interval, above=0),
+        interval_seconds=_positive("[reconcile]", "interval_seconds", interval),
         batch_size=_whole(table, "[reconcile]", "batch_size", defaults.batch_size, 1),
         reports_dir=_opt_str(table, "reports_dir") or defaults.reports_dir,
     )
