@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 Message = MutableMapping[str, Any]
-_HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"11")]
+HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"11")]
+BODY = b'{"ok":true}'
 
 
 async def app(
@@ -30,5 +31,5 @@ async def app(
     while more:  # read the body, as a receiver must before it can verify anything
         message = await receive()
         more = message.get("more_body", False)
-    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-    await send({"type": "http.response.body", "body": b'{"ok":true}'})
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})

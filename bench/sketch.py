@@ -23,16 +23,15 @@ from typing import Any
 import orjson
 import psycopg
 
+from bench.hello import BODY, HEADERS, Message
 from bench.requests import STRIPE_SECRET
 
-Message = MutableMapping[str, Any]
 TABLE = "sketch_events"
 INSERT = (
     f"INSERT INTO {TABLE} (id, body) SELECT * FROM unnest(%s::text[], %s::bytea[])"
     " ON CONFLICT DO NOTHING"
 )
 _KEY = STRIPE_SECRET.encode()
-_HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"11")]
 _waiting: list[tuple[str, bytes, asyncio.Future[None]]] = []
 _ready = asyncio.Event()
 
@@ -100,5 +99,5 @@ async def app(
             _ready.set()
             await future
             status = 200
-    await send({"type": "http.response.start", "status": status, "headers": _HEADERS})
-    await send({"type": "http.response.body", "body": b'{"ok":true}'})
+    await send({"type": "http.response.start", "status": status, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})

@@ -22,6 +22,7 @@ import pytest
 from bench import requests as presigned
 from bench.sketch import _signed
 
+from porteiro.providers.stripe import signature_header
 from tests.conftest import PG_ADMIN_URL, require_postgres
 
 pytestmark = pytest.mark.slow
@@ -158,15 +159,10 @@ def test_scale_phase_measures_each_step_in_turns_with_an_empty_store(tmp_path: P
 
 
 def _stripe_request(start: float) -> tuple[bytes, bytes]:
-    """A pre-signed Stripe request's body and its Stripe-Signature header."""
-    head, body = presigned.build("stripe", 1, start=start).requests[0].split(b"\r\n\r\n", 1)
-    lines = head.split(b"\r\n")
-    header = next(
-        v
-        for k, _, v in (line.partition(b": ") for line in lines)
-        if k.lower() == b"stripe-signature"
-    )
-    return body, header
+    """A benchmark Stripe body and its Stripe-Signature header, as the adapter signs."""
+    body = presigned.build("stripe", 1, start=start).requests[0].split(b"\r\n\r\n", 1)[1]
+    key = presigned.STRIPE_SECRET.encode()
+    return body, signature_header(key, body, int(start)).encode()
 
 
 def test_the_sketch_accepts_only_stripe_signatures_it_can_check() -> None:
