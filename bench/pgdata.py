@@ -146,10 +146,27 @@ def naive_schema(url: str, orders: int) -> None:
         )
 
 
+SKETCH_SCHEMA = """
+CREATE TABLE sketch_events (id text PRIMARY KEY, body bytea NOT NULL);
+CREATE TABLE sketch_deliveries (
+    id bigserial PRIMARY KEY, received_at timestamptz NOT NULL, headers jsonb NOT NULL,
+    body bytea NOT NULL
+);
+CREATE TABLE sketch_parsed (
+    id bigserial PRIMARY KEY, source text NOT NULL, dedup_key text NOT NULL, type text,
+    object_id text, first_delivery_id bigint NOT NULL, status text NOT NULL DEFAULT 'pending',
+    duplicates integer NOT NULL, received_at timestamptz NOT NULL,
+    UNIQUE (source, dedup_key)
+);
+CREATE INDEX sketch_parsed_status ON sketch_parsed (status, id);  -- a worker's claims
+"""
+
+
 def sketch_schema(url: str) -> None:
-    """bench/sketch.py's one table: the event id and the raw body."""
+    """bench/sketch.py's tables, for each of its settings: the event id and the raw body
+    (`id`); deliveries with their headers (`headers`); and their parsed events (`events`)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE sketch_events (id text PRIMARY KEY, body bytea NOT NULL)")
+        conn.execute(SKETCH_SCHEMA)
 
 
 def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:

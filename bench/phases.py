@@ -221,11 +221,12 @@ def start_naive(ctx: Context, processes: int) -> Scenario:
     return Scenario(f"naive{processes}", server, _shape(server))
 
 
-def start_sketch(ctx: Context) -> Scenario:
-    url = pgdata.fresh_database(ctx.pg_admin_url, "sketch")
+def start_sketch(ctx: Context, keeps: str = "id") -> Scenario:
+    name = "sketch" if keeps == "id" else f"sketch-{keeps}"
+    url = pgdata.fresh_database(ctx.pg_admin_url, name.replace("-", "_"))
     pgdata.sketch_schema(url)
-    server = servers.sketch(url, ctx.folder)
-    return Scenario("sketch", server, _shape(server))
+    server = servers.sketch(url, ctx.folder, keeps)
+    return Scenario(name, server, _shape(server))
 
 
 def start_porteiro(ctx: Context, name: str, store: str, processes: int) -> Scenario:

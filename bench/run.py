@@ -32,10 +32,16 @@ from bench import loadgen_wrk, pgdata, phases, report, servers
 from bench.report import Load, Target
 
 SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
-# Only when asked for: the lean sketch of issue 4 (bench/sketch.py), a reference row.
-EXTRA_SCENARIOS = ("sketch",)
+# Only when asked for: the lean sketch of issue 4 (bench/sketch.py) and the same sketch
+# keeping what Porteiro must keep before the ack; reference rows.
+EXTRA_SCENARIOS = ("sketch", "sketch-headers", "sketch-events")
 PHASES = ("generators", "servers", "e2e", "scale")
 EXTRA_PHASES = ("drain",)  # only when asked for: --phases drain
+SKETCH_NOTES = {
+    "sketch": "lean sketch",
+    "sketch-headers": "sketch + headers",
+    "sketch-events": "sketch + headers + event row",
+}
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -89,6 +95,8 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         "pg1": lambda: phases.start_porteiro(ctx, "pg1", "pg", 1),
         "pg2": lambda: phases.start_porteiro(ctx, "pg2", "pg", 2),
         "sketch": lambda: phases.start_sketch(ctx),
+        "sketch-headers": lambda: phases.start_sketch(ctx, "headers"),
+        "sketch-events": lambda: phases.start_sketch(ctx, "events"),
     }
     if "servers" in wanted:
         with contextlib.ExitStack() as up:
@@ -170,10 +178,12 @@ def targets(result: Mapping[str, Any]) -> list[Target]:
         found.append(report.at_least(f"{pg} / {hello} req/s (stretch)", share, 0.40))
         found.append(report.at_least(f"{pg} / {naive} req/s", ratio(pg, naive), 50))
     found.append(report.at_least("sqlite / hello1 req/s", ratio("sqlite", "hello1"), 0.20))
-    if "sketch" in srv:  # a reference row (bench/sketch.py), no target of the issue's
-        for top, bottom in (("sketch", "hello1"), ("pg1", "sketch")):
-            name = f"{top} / {bottom} req/s"
-            found.append(Target(name, ratio(top, bottom), "reference", None, "lean sketch"))
+    # Reference rows (bench/sketch.py), no targets of the issue's.
+    for sketch, note in SKETCH_NOTES.items():
+        for top, bottom in ((sketch, "hello1"), ("pg1", sketch)):
+            if top in srv and bottom in srv:
+                name = f"{top} / {bottom} req/s"
+                found.append(Target(name, ratio(top, bottom), "reference", None, note))
     for name in ("sqlite", "pg1", "pg2"):
         if name in srv:
             found.append(report.at_most(f"{name} ack p99 @50%", srv[name]["open"].p99_ms, 25, "ms"))

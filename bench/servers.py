@@ -145,11 +145,14 @@ def _uvicorn(app: str) -> list[str]:
     return [*base, "--no-proxy-headers"]
 
 
-def sketch(url: str, folder: Path) -> Server:
-    """The lean sketch (bench/sketch.py), one process, served as hello-world is."""
+def sketch(url: str, folder: Path, keeps: str = "id") -> Server:
+    """A lean sketch (bench/sketch.py, keeping `keeps`), one process, served as
+    hello-world is."""
     port = free_port()
     command = [*_uvicorn("bench.sketch:app"), "--port", str(port)]
-    return start("sketch-x1", [command], [port], folder, {"BENCH_SKETCH_URL": url})
+    name = "sketch-x1" if keeps == "id" else f"sketch-{keeps}-x1"
+    env = {"BENCH_SKETCH_URL": url, "BENCH_SKETCH_KEEPS": keeps}
+    return start(name, [command], [port], folder, env)
 
 
 def hello(processes: int, shared_port: bool, folder: Path) -> Server:

@@ -112,27 +112,38 @@ def test_drain_phase_measures_the_workers_alone(tmp_path: Path) -> None:
     assert "drain: " in stdout
 
 
+SKETCHES = {  # scenario: (its database, the table with a row per acknowledged request)
+    "sketch": ("porteiro_bench_sketch", "sketch_events"),
+    "sketch-headers": ("porteiro_bench_sketch_headers", "sketch_deliveries"),
+    "sketch-events": ("porteiro_bench_sketch_events", "sketch_parsed"),
+}
+
+
 @pytest.mark.postgres
-def test_the_lean_sketch_runs_beside_porteiro_and_stores_what_it_acked(tmp_path: Path) -> None:
-    """`--scenarios sketch` (bench/sketch.py, the issue's lean reference): it answers
-    signed requests only, stores each acknowledged event, and gets its reference rows."""
+def test_the_lean_sketches_run_beside_porteiro_and_store_what_they_acked(tmp_path: Path) -> None:
+    """`--scenarios sketch,...` (bench/sketch.py, the issue's lean reference, and the same
+    keeping headers, then also the parsed event): each answers signed requests only,
+    stores every acknowledged event, and gets its reference rows."""
     try:
-        args = ["--scenarios", "hello1,sketch", "--phases", "servers", "--duration", "1"]
+        scenarios = ",".join(["hello1", *SKETCHES])
+        args = ["--scenarios", scenarios, "--phases", "servers", "--duration", "1"]
         document, _ = run_on_postgres(tmp_path, *args, "--keep")
-        sketch = document["servers"]["sketch"]
-        for load in (sketch["closed"], sketch["open"]):
-            assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
         reference = {t["name"]: t for t in document["targets"] if t["goal"] == "reference"}
         hello = document["servers"]["hello1"]["closed"]["rate"]
-        measured = reference["sketch / hello1 req/s"]["measured"]
-        assert measured == pytest.approx(sketch["closed"]["rate"] / hello)
-        url = PG_ADMIN_URL.rpartition("/")[0] + "/porteiro_bench_sketch"
-        with psycopg.connect(url) as conn:
-            row = conn.execute("SELECT count(*) FROM sketch_events").fetchone()
-        assert row is not None
-        assert row[0] >= sketch["closed"]["requests"] + sketch["open"]["requests"]
+        for name, (database, table) in SKETCHES.items():
+            sketch = document["servers"][name]
+            for load in (sketch["closed"], sketch["open"]):
+                assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
+            measured = reference[f"{name} / hello1 req/s"]["measured"]
+            assert measured == pytest.approx(sketch["closed"]["rate"] / hello)
+            url = PG_ADMIN_URL.rpartition("/")[0] + "/" + database
+            with psycopg.connect(url) as conn:
+                row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            assert row is not None
+            assert row[0] >= sketch["closed"]["requests"] + sketch["open"]["requests"]
+        assert "pg1 / sketch req/s" not in reference  # no pg1 in this run: no such row
     finally:
-        drop("porteiro_bench_sketch")
+        drop(*(database for database, _ in SKETCHES.values()))
 
 
 @pytest.mark.postgres
