@@ -221,11 +221,10 @@ def start_naive(ctx: Context, processes: int) -> Scenario:
     return Scenario(f"naive{processes}", server, _shape(server))
 
 
-def start_sketch(ctx: Context, keeps: str = "id") -> Scenario:
-    name = "sketch" if keeps == "id" else f"sketch-{keeps}"
+def start_sketch(ctx: Context, name: str, keeps: str = "id", processes: int = 1) -> Scenario:
     url = pgdata.fresh_database(ctx.pg_admin_url, name.replace("-", "_"))
     pgdata.sketch_schema(url)
-    server = servers.sketch(url, ctx.folder, keeps)
+    server = servers.sketch(url, ctx.folder, keeps, processes)
     return Scenario(name, server, _shape(server))
 
 

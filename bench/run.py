@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -33,15 +34,20 @@ from bench.report import Load, Target
 
 SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
 # Only when asked for: the lean sketch of issue 4 (bench/sketch.py) and the same sketch
-# keeping what Porteiro must keep before the ack; reference rows.
-EXTRA_SCENARIOS = ("sketch", "sketch-headers", "sketch-events")
+# keeping what Porteiro must keep before the ack, in one process and in two (beside
+# pg1 and pg2); reference rows. Scenario: (what it keeps, processes, note).
+SKETCHES = {
+    f"{name}{suffix}": (keeps, processes, f"{note}{', 2 processes' if suffix else ''}")
+    for suffix, processes in (("", 1), ("2", 2))
+    for name, keeps, note in (
+        ("sketch", "id", "lean sketch"),
+        ("sketch-headers", "headers", "sketch + headers"),
+        ("sketch-events", "events", "sketch + headers + event row"),
+    )
+}
+EXTRA_SCENARIOS = tuple(SKETCHES)
 PHASES = ("generators", "servers", "e2e", "scale")
 EXTRA_PHASES = ("drain",)  # only when asked for: --phases drain
-SKETCH_NOTES = {
-    "sketch": "lean sketch",
-    "sketch-headers": "sketch + headers",
-    "sketch-events": "sketch + headers + event row",
-}
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -94,10 +100,9 @@ def measure(ctx: phases.Context, scenarios: Sequence[str], wanted: Sequence[str]
         "sqlite": lambda: phases.start_porteiro(ctx, "sqlite", "sqlite", 1),
         "pg1": lambda: phases.start_porteiro(ctx, "pg1", "pg", 1),
         "pg2": lambda: phases.start_porteiro(ctx, "pg2", "pg", 2),
-        "sketch": lambda: phases.start_sketch(ctx),
-        "sketch-headers": lambda: phases.start_sketch(ctx, "headers"),
-        "sketch-events": lambda: phases.start_sketch(ctx, "events"),
     }
+    for name, (keeps, processes, _) in SKETCHES.items():
+        starts[name] = functools.partial(phases.start_sketch, ctx, name, keeps, processes)
     if "servers" in wanted:
         with contextlib.ExitStack() as up:
             started = start_all(up, [(name, starts[name]) for name in scenarios])
@@ -179,8 +184,8 @@ def targets(result: Mapping[str, Any]) -> list[Target]:
         found.append(report.at_least(f"{pg} / {naive} req/s", ratio(pg, naive), 50))
     found.append(report.at_least("sqlite / hello1 req/s", ratio("sqlite", "hello1"), 0.20))
     # Reference rows (bench/sketch.py), no targets of the issue's.
-    for sketch, note in SKETCH_NOTES.items():
-        for top, bottom in ((sketch, "hello1"), ("pg1", sketch)):
+    for sketch, (_, processes, note) in SKETCHES.items():
+        for top, bottom in ((sketch, f"hello{processes}"), (f"pg{processes}", sketch)):
             if top in srv and bottom in srv:
                 name = f"{top} / {bottom} req/s"
                 found.append(Target(name, ratio(top, bottom), "reference", None, note))

@@ -145,14 +145,16 @@ def _uvicorn(app: str) -> list[str]:
     return [*base, "--no-proxy-headers"]
 
 
-def sketch(url: str, folder: Path, keeps: str = "id") -> Server:
-    """A lean sketch (bench/sketch.py, keeping `keeps`), one process, served as
-    hello-world is."""
+def sketch(url: str, folder: Path, keeps: str = "id", processes: int = 1) -> Server:
+    """A lean sketch (bench/sketch.py, keeping `keeps`), served as hello-world is: one
+    process, or `processes` sharing one port (each with its own group commit)."""
     port = free_port()
     command = [*_uvicorn("bench.sketch:app"), "--port", str(port)]
-    name = "sketch-x1" if keeps == "id" else f"sketch-{keeps}-x1"
+    if processes > 1:
+        command += ["--workers", str(processes)]
+    kept = "" if keeps == "id" else f"-{keeps}"
     env = {"BENCH_SKETCH_URL": url, "BENCH_SKETCH_KEEPS": keeps}
-    return start(name, [command], [port], folder, env)
+    return start(f"sketch{kept}-x{processes}", [command], [port], folder, env)
 
 
 def hello(processes: int, shared_port: bool, folder: Path) -> Server:

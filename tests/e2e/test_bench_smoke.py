@@ -116,32 +116,37 @@ SKETCHES = {  # scenario: (its database, the table with a row per acknowledged r
     "sketch": ("porteiro_bench_sketch", "sketch_events"),
     "sketch-headers": ("porteiro_bench_sketch_headers", "sketch_deliveries"),
     "sketch-events": ("porteiro_bench_sketch_events", "sketch_parsed"),
+    "sketch-events2": ("porteiro_bench_sketch_events2", "sketch_parsed"),  # 2 processes
 }
 
 
 @pytest.mark.postgres
 def test_the_lean_sketches_run_beside_porteiro_and_store_what_they_acked(tmp_path: Path) -> None:
     """`--scenarios sketch,...` (bench/sketch.py, the issue's lean reference, and the same
-    keeping headers, then also the parsed event): each answers signed requests only,
-    stores every acknowledged event, and gets its reference rows."""
+    keeping headers, then also the parsed event; in one process and in two): each
+    answers signed requests only, stores every acknowledged event, and gets its
+    reference row against the hello-world of its process count."""
     try:
-        scenarios = ",".join(["hello1", *SKETCHES])
+        scenarios = ",".join(["hello1", "hello2", *SKETCHES])
         args = ["--scenarios", scenarios, "--phases", "servers", "--duration", "1"]
         document, _ = run_on_postgres(tmp_path, *args, "--keep")
         reference = {t["name"]: t for t in document["targets"] if t["goal"] == "reference"}
-        hello = document["servers"]["hello1"]["closed"]["rate"]
         for name, (database, table) in SKETCHES.items():
             sketch = document["servers"][name]
+            processes = 2 if name.endswith("2") else 1
+            hello = document["servers"][f"hello{processes}"]
+            assert sketch["processes"] == hello["processes"]  # the same process tree
             for load in (sketch["closed"], sketch["open"]):
                 assert load["requests"] > 100 and load["errors"] == 0 and load["non_2xx"] == 0
-            measured = reference[f"{name} / hello1 req/s"]["measured"]
-            assert measured == pytest.approx(sketch["closed"]["rate"] / hello)
+            measured = reference[f"{name} / hello{processes} req/s"]["measured"]
+            assert measured == pytest.approx(sketch["closed"]["rate"] / hello["closed"]["rate"])
             url = PG_ADMIN_URL.rpartition("/")[0] + "/" + database
             with psycopg.connect(url) as conn:
                 row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             assert row is not None
             assert row[0] >= sketch["closed"]["requests"] + sketch["open"]["requests"]
         assert "pg1 / sketch req/s" not in reference  # no pg1 in this run: no such row
+        assert "pg2 / sketch-events2 req/s" not in reference
     finally:
         drop(*(database for database, _ in SKETCHES.values()))
 
