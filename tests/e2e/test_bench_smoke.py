@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from bench import requests as presigned
+from bench import run as bench_run
 from bench.sketch import _signed
 
 from porteiro.providers.stripe import signature_header
@@ -133,7 +134,7 @@ def test_the_lean_sketches_run_beside_porteiro_and_store_what_they_acked(tmp_pat
         reference = {t["name"]: t for t in document["targets"] if t["goal"] == "reference"}
         for name, (database, table) in SKETCHES.items():
             sketch = document["servers"][name]
-            processes = 2 if name.endswith("2") else 1
+            _, processes, _ = bench_run.SKETCHES[name]
             hello = document["servers"][f"hello{processes}"]
             assert sketch["processes"] == hello["processes"]  # the same process tree
             for load in (sketch["closed"], sketch["open"]):

@@ -23,9 +23,9 @@ def _body(event_id: str, object_id: str = "pi_1") -> bytes:
 def test_each_setting_has_a_statement_and_its_row_fits_it() -> None:
     assert set(STATEMENTS) == set(KEEPS)
     for keeps in KEEPS:
-        columns = row(keeps, _body("evt_1"), HEADERS)
-        assert STATEMENTS[keeps].count("%s") == len(columns)
-        assert columns[-1] == _body("evt_1")  # the body, byte for byte, last
+        values = row(keeps, _body("evt_1"), HEADERS)
+        assert STATEMENTS[keeps].count("%s") == len(values)
+        assert values[-1] == _body("evt_1")  # the body, byte for byte, last
 
 
 def test_rows_keep_the_id_the_headers_or_the_parsed_event() -> None:
