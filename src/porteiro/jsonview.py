@@ -66,6 +66,7 @@ def event_to_json(event: StoredEvent, *, include_data: bool = False) -> dict[str
         "received_at": iso(event.received_at),
         "updated_at": iso(event.updated_at),
         "origin": event.origin,
+        "warnings": [dict(warning) for warning in event.warnings],
     }
     if include_data:
         view["data"] = dict(event.data)

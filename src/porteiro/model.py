@@ -30,6 +30,13 @@ class Kind(StrEnum):
     OTHER = "other"
 
 
+# The event type of what could not be read: a whole delivery's placeholder, or one item of
+# a delivery (a Pix, an Adyen notification) whose money-deciding fields are unreadable.
+# Stored `dead` with the reason; only a re-parse (`porteiro replay`) settles it.
+UNPARSEABLE_TYPE = "porteiro.unparseable"
+# Where an event keeps the deviations its adapter read past (`ParsedEvent.warnings`).
+WARNINGS_KEY = "warnings"
+
 # Enum attribute and `.value` lookups are Python-level descriptors in 3.11 (~0.2 us each):
 # the few that every ack reads are read once, here.
 _OTHER = Kind.OTHER
@@ -110,6 +117,11 @@ class ParsedEvent:
     is a cumulative refunded amount when the gateway reports one (Stripe
     `amount_refunded`). `thin` marks a notification that carries no state and must be
     enriched from the gateway's API before the ledger sees it (Mercado Pago).
+
+    `error` marks one item of a delivery that could not be read (its money-deciding fields
+    are missing or malformed): it is stored `dead` with that reason, on its own, while the
+    delivery's other items apply. `data["warnings"]` lists what the adapter read past
+    (`warnings`).
     """
 
     dedup_key: str
@@ -123,6 +135,11 @@ class ParsedEvent:
     refunded_total: int | None = None
     thin: bool = False
     data: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def warnings(self) -> Sequence[Mapping[str, str]]:
+        return event_warnings(self.data)
 
     @property
     def anomaly(self) -> str | None:
@@ -138,6 +155,14 @@ class ParsedEvent:
         if self.thin:
             return True
         return self.object_id is not None and (self.kind != _OTHER or self.anomaly is not None)
+
+
+def event_warnings(data: Mapping[str, Any]) -> Sequence[Mapping[str, str]]:
+    """The `{"rule", "detail"}` warnings an event's data carries (none: empty)."""
+    found = data.get(WARNINGS_KEY)
+    if not isinstance(found, list):
+        return ()
+    return [w for w in found if isinstance(w, dict) and isinstance(w.get("rule"), str)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +190,10 @@ class StoredEvent:
     received_at: datetime
     updated_at: datetime
     origin: str = "webhook"
+
+    @property
+    def warnings(self) -> Sequence[Mapping[str, str]]:
+        return event_warnings(self.data)
 
     def parsed(self) -> ParsedEvent:
         return ParsedEvent(

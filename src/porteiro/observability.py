@@ -43,6 +43,15 @@ class Metrics:
         self.processing_seconds = Histogram(
             "porteiro_event_processing_seconds", "Worker time per event", ["source"], registry=r
         )
+        # Rare by design (a gateway's deviation from its own documented shape), so a
+        # prometheus_client child is cheap enough on the ack path. rule: the adapter's
+        # stable code (docs/gateways: the rules per gateway).
+        self.event_warnings = Counter(
+            "porteiro_event_warnings",
+            "Deviations an adapter read past in the events it parsed (by rule)",
+            ["source", "rule"],
+            registry=r,
+        )
         self.events_by_status = Gauge(
             "porteiro_events_by_status",
             "Stored events per open status (pending, processing, retrying, dead)",

@@ -97,6 +97,16 @@ def _schemas() -> dict[str, Any]:
         "received_at": {"type": "string", "format": "date-time"},
         "updated_at": {"type": "string", "format": "date-time"},
         "origin": {"type": "string"},
+        "warnings": {
+            "type": "array",
+            "description": "Deviations from the gateway's documented shape that were read "
+            "past (docs/gateways: the rule per gateway)",
+            "items": {
+                "type": "object",
+                "properties": {"rule": {"type": "string"}, "detail": {"type": "string"}},
+                "required": ["rule", "detail"],
+            },
+        },
     }
     states = [s.value for s in PaymentState]
     filter_props = {

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
-from porteiro.model import InboundRequest, ParsedEvent
+from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers.base import Ack, Provider
 from porteiro.runtime import Runtime
@@ -157,6 +157,7 @@ class Receiver:
         # the filtering logger drops it (logging is configured before apps are built).
         self._log_accepted = self._log.is_enabled_for(logging.DEBUG)
         self._metrics = runtime.metrics.ingest
+        self._warnings = runtime.metrics.event_warnings
         # Every series exists at 0 from the start.
         self._metrics.declare([*runtime.providers, UNKNOWN_SOURCE_LABEL], OUTCOMES)
         self._prepare: dict[str, Prepare | None] = {
@@ -219,7 +220,7 @@ class Receiver:
                 )
             except (StoreUnavailable, TimeoutError) as exc:
                 return self._unavailable(source, exc)
-            self._count_accepted(source, result, parse_error)
+            self._count_accepted(source, result, parse_error, events)
             self._metrics.ack(source, time.perf_counter() - started)
             return self._acks[source]
         finally:
@@ -324,7 +325,13 @@ class Receiver:
             )
             return (), f"adapter error: {type(exc).__name__}: {exc}"
 
-    def _count_accepted(self, source: str, result: RecordResult, parse_error: str | None) -> None:
+    def _count_accepted(
+        self,
+        source: str,
+        result: RecordResult,
+        parse_error: str | None,
+        events: Sequence[ParsedEvent],
+    ) -> None:
         if parse_error is not None:
             outcome = "unparseable"
         elif result.new == 0 and result.duplicates > 0:
@@ -333,6 +340,10 @@ class Receiver:
             outcome = "accepted"
         self._metrics.delivery(source, outcome)
         self._metrics.events(source, result.new, result.duplicates)
+        for event in events:
+            if WARNINGS_KEY in event.data:  # rare: one dict lookup per event otherwise
+                for warning in event.warnings:
+                    self._warnings.labels(source, warning["rule"]).inc()
         if not self._log_accepted:
             return
         self._log.debug(

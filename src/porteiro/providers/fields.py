@@ -7,14 +7,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, tzinfo
+from typing import Any, TypeVar
 
 from porteiro.errors import ParseError
 from porteiro.jsontext import UNPARSED, fast_load
+from porteiro.model import UNPARSEABLE_TYPE, WARNINGS_KEY, Kind, ParsedEvent
+
+T = TypeVar("T")
 
 _RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
@@ -94,3 +99,86 @@ def opt_rfc3339(value: object, *, field: str) -> datetime | None:
 
 def _name(key: str, where: str | None) -> str:
     return f"{where}.{key}" if where else key
+
+
+# -- reading past a deviation --------------------------------------------------------------
+#
+# The rule every adapter follows: a delivery (or one item of it) is dead-lettered only when
+# Porteiro cannot tell what happened to which payment. Fields that decide money (ids, type
+# or status, amount, direction) are read strictly; an ancillary field that deviates (a
+# timestamp's format, an id's length, a list sent as one object) is read the way the
+# gateway means it and the deviation is kept on the event as a warning.
+
+
+def warning(rule: str, detail: str) -> dict[str, str]:
+    """One warning: `rule` a stable code (`<gateway>.<what>`, a metric label), `detail`
+    what was seen (no personal data, no secret: the admin API shows it)."""
+    return {"rule": rule, "detail": detail}
+
+
+def with_warnings(event: ParsedEvent, warnings: Sequence[Mapping[str, str]]) -> ParsedEvent:
+    """`event` with `warnings` added to its data (the same event when there are none)."""
+    if not warnings:
+        return event
+    kept = [*event.warnings, *warnings]
+    return replace(event, data={**event.data, WARNINGS_KEY: kept})
+
+
+def lenient_time(
+    value: object,
+    *,
+    field: str,
+    rule: str,
+    warnings: list[dict[str, str]],
+    naive: tzinfo | None = None,
+) -> datetime | None:
+    """An ancillary timestamp: RFC 3339 as `parse_rfc3339`; without an offset, read in
+    `naive` (the zone the gateway documents for it) with a warning; unreadable, None with
+    a warning (never a reason to dead-letter: the ledger orders by it, nothing more)."""
+    if value is None or value == "":
+        return None
+    try:
+        return parse_rfc3339(value, field=field)
+    except ParseError as exc:
+        problem = str(exc)
+    if naive is not None and isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is None:
+            warnings.append(warning(rule, f"{field} has no UTC offset: read as {naive}"))
+            return moment.replace(tzinfo=naive)
+    warnings.append(warning(rule, f"{problem}: ignored"))
+    return None
+
+
+def unreadable(item: object, *, where: str, error: ParseError | str) -> ParsedEvent:
+    """One item of a delivery that cannot be read, as an event of its own: stored `dead`
+    with the reason while the delivery's other items apply; `porteiro replay` re-parses
+    it after an upgrade. Keyed by the item's content, so a re-sent delivery repeats it."""
+    canonical = json.dumps(item, sort_keys=True, ensure_ascii=True, default=str)
+    digest = hashlib.sha256(canonical.encode("ascii")).hexdigest()[:32]
+    return ParsedEvent(
+        dedup_key=f"porteiro:unparseable-item:{digest}",
+        kind=Kind.OTHER,
+        type=UNPARSEABLE_TYPE,
+        object_id=None,
+        data={"item": where},
+        error=f"{where}: {error}",
+    )
+
+
+def each_item(
+    items: Sequence[T], read: Callable[[T, str], Sequence[ParsedEvent]], *, where: str
+) -> list[ParsedEvent]:
+    """The events of every item of a list (`read(item, "where[i]")`); an item that raises
+    ParseError becomes `unreadable` on its own and never sinks the others."""
+    events: list[ParsedEvent] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        try:
+            events.extend(read(item, at))
+        except ParseError as exc:
+            events.append(unreadable(item, where=at, error=exc))
+    return events

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from porteiro.model import UNPARSEABLE_TYPE as UNPARSEABLE_TYPE
 from porteiro.model import (
     EventStatus,
     InboundRequest,
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # A parse failure is kept as one dead placeholder event per delivery, keyed like this, so
-# an operator sees it in the DLQ and `replay` can re-parse the raw body later.
-UNPARSEABLE_TYPE = "porteiro.unparseable"
+# an operator sees it in the DLQ and `replay` can re-parse the raw body later (and one per
+# unreadable item of a delivery whose other items parsed: ParsedEvent.error).
 
 # The statuses an operator watches: waiting, in work, waiting to retry, dead-lettered.
 # Few by design, so counting them walks the status index over just those rows; `done`

@@ -156,8 +156,9 @@ MARK_ENRICHED_DONE: Final = _compact(_MARK_ENRICHED_DONE)
 Key = tuple[str, str]
 Connection = AsyncConnection[DictRow]
 
-# Every field of a parsed event; a stored event has them all, under the same names.
-_parsed_fields = attrgetter(*(field.name for field in fields(ParsedEvent)))
+# Every stored field of a parsed event; a stored event has them all, under the same names
+# (`error` is not one: an unreadable item is stored dead, never applied).
+_parsed_fields = attrgetter(*(field.name for field in fields(ParsedEvent) if field.name != "error"))
 
 
 class PgExecutor:

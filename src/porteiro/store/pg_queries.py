@@ -131,18 +131,19 @@ UPSERT_REPARSED: Final = """
 WITH e AS (
     INSERT INTO events
         (source, dedup_key, kind, type, object_id, reference, amount, currency,
-         occurred_at, refunded_total, thin, data, status, next_attempt_at,
+         occurred_at, refunded_total, thin, data, status, next_attempt_at, last_error,
          first_delivery_id, last_delivery_id, received_at, updated_at)
     VALUES (%(source)s, %(dedup_key)s, %(kind)s, %(type)s, %(object_id)s, %(reference)s,
             %(amount)s, %(currency)s, %(occurred_at)s, %(refunded_total)s, %(thin)s,
-            %(data)s, 'pending', %(now)s, %(delivery_id)s, %(delivery_id)s,
-            %(received_at)s, %(now)s)
+            %(data)s, %(status)s, %(next_attempt_at)s, %(last_error)s, %(delivery_id)s,
+            %(delivery_id)s, %(received_at)s, %(now)s)
     ON CONFLICT (source, dedup_key) DO UPDATE SET
         kind = EXCLUDED.kind, type = EXCLUDED.type, object_id = EXCLUDED.object_id,
         reference = EXCLUDED.reference, amount = EXCLUDED.amount,
         currency = EXCLUDED.currency, occurred_at = EXCLUDED.occurred_at,
         refunded_total = EXCLUDED.refunded_total, thin = EXCLUDED.thin,
-        data = EXCLUDED.data, status = 'pending',
+        data = EXCLUDED.data, status = EXCLUDED.status,
+        last_error = COALESCE(EXCLUDED.last_error, events.last_error),
         next_attempt_at = EXCLUDED.next_attempt_at, attempts = 0, claim_token = NULL,
         claimed_by = NULL, lease_until = NULL, updated_at = EXCLUDED.updated_at
     RETURNING id
@@ -158,7 +159,7 @@ CLEAR_PARSE_ERROR: Final = "UPDATE deliveries SET parse_error = NULL WHERE id = 
 SETTLE_PLACEHOLDER: Final = """
 UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, updated_at = %s
-WHERE source = %s AND dedup_key = %s"""
+WHERE source = %s AND first_delivery_id = %s AND type = 'porteiro.unparseable'"""
 
 GET_EVENT: Final = "SELECT * FROM events WHERE id = %s"
 

@@ -62,6 +62,7 @@ _KINDS = {kind.value: kind for kind in Kind}
 _KIND_TEXT: dict[str, str] = {kind.value: kind.value for kind in Kind}
 _STATUSES = {status.value: status for status in EventStatus}
 _PENDING, _IGNORED = EventStatus.PENDING.value, EventStatus.IGNORED.value
+_DEAD = EventStatus.DEAD.value
 _TEXT = (str, bytes, bytearray, memoryview)
 
 
@@ -277,8 +278,20 @@ def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> d
     columns = parsed_event_columns(event)  # one dict filled in place: on every ack's path
     columns["source"] = source
     columns["dedup_key"] = event.dedup_key
+    if event.error is not None:  # an unreadable item: dead from the start, with why
+        columns["status"], columns["next_attempt_at"] = _DEAD, None
+        columns["last_error"] = event.error
+        return columns
     pending = initial_status(event) is EventStatus.PENDING
     columns["status"] = _PENDING if pending else _IGNORED
     columns["next_attempt_at"] = now if pending else None
     columns["last_error"] = None
     return columns
+
+
+def reparsed_columns(event: ParsedEvent, now: datetime | str) -> dict[str, Any]:
+    """What a re-parse (replay) sets on an event: due now, or `dead` again with the
+    reason when the current code still cannot read it."""
+    if event.error is not None:
+        return {"status": _DEAD, "next_attempt_at": None, "last_error": event.error}
+    return {"status": _PENDING, "next_attempt_at": now, "last_error": None}

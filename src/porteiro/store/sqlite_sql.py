@@ -129,16 +129,17 @@ WHERE id IN ({ids})"""
 UPSERT_REPARSED: Final = """
 INSERT INTO events
     (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,
-     refunded_total, thin, data, status, next_attempt_at, first_delivery_id,
+     refunded_total, thin, data, status, next_attempt_at, last_error, first_delivery_id,
      last_delivery_id, received_at, updated_at)
 VALUES (:source, :dedup_key, :kind, :type, :object_id, :reference, :amount, :currency,
-        :occurred_at, :refunded_total, :thin, :data, 'pending', :now, :delivery_id,
-        :delivery_id, :received_at, :now)
+        :occurred_at, :refunded_total, :thin, :data, :status, :next_attempt_at,
+        :last_error, :delivery_id, :delivery_id, :received_at, :now)
 ON CONFLICT (source, dedup_key) DO UPDATE SET
     kind = excluded.kind, type = excluded.type, object_id = excluded.object_id,
     reference = excluded.reference, amount = excluded.amount, currency = excluded.currency,
     occurred_at = excluded.occurred_at, refunded_total = excluded.refunded_total,
-    thin = excluded.thin, data = excluded.data, status = 'pending',
+    thin = excluded.thin, data = excluded.data, status = excluded.status,
+    last_error = COALESCE(excluded.last_error, events.last_error),
     next_attempt_at = excluded.next_attempt_at, attempts = 0, claim_token = NULL,
     claimed_by = NULL, lease_until = NULL, updated_at = excluded.updated_at
 RETURNING id"""
@@ -148,7 +149,7 @@ CLEAR_PARSE_ERROR: Final = "UPDATE deliveries SET parse_error = NULL WHERE id = 
 SETTLE_PLACEHOLDER: Final = """
 UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, updated_at = ?
-WHERE source = ? AND dedup_key = ?"""
+WHERE source = ? AND first_delivery_id = ? AND type = 'porteiro.unparseable'"""
 
 GET_EVENT: Final = "SELECT * FROM events WHERE id = ?"
 
