@@ -34,6 +34,7 @@ from porteiro.model import (
     Transition,
     Verdict,
 )
+from porteiro.providers import fields
 from porteiro.store import open_store
 from porteiro.store.base import (
     OPEN_STATUSES,
@@ -739,3 +740,49 @@ async def test_quarantine_truncates_huge_bodies(store: Store) -> None:
     (kept,) = await store.list_quarantine(10)
     assert kept.body == b"\x00" * (64 * 1024)
     assert kept.detail is None
+
+
+async def test_an_unreadable_item_is_dead_alone_and_a_repeat_does_not_revive_it(
+    store: Store,
+) -> None:
+    bad_item = {"endToEndId": "E1", "valor": "dez reais"}
+    unreadable = fields.unreadable(bad_item, where="pix[1]", error="pix[1].valor is no amount")
+    first = await store.record_delivery(request(), [event("evt_1"), unreadable])
+    assert first.new == 2
+    good, dead = [await store.get_event(i) for i in first.event_ids]
+    assert good is not None and good.status is EventStatus.PENDING
+    assert dead is not None
+    assert (dead.status, dead.type, dead.next_attempt_at) == (
+        EventStatus.DEAD,
+        UNPARSEABLE_TYPE,
+        None,
+    )
+    assert dead.last_error == "pix[1]: pix[1].valor is no amount"
+
+    later = T0 + timedelta(minutes=5)
+    again = await store.record_delivery(request(at=later), [event("evt_1"), unreadable])
+    assert (again.new, again.duplicates) == (0, 2)
+    repeated = await store.get_event(dead.id)
+    assert repeated is not None
+    assert (repeated.status, repeated.duplicates) == (EventStatus.DEAD, 1)
+
+
+async def test_reparsed_settles_an_unreadable_item_or_kills_it_again(store: Store) -> None:
+    item = {"endToEndId": "E1", "valor": "1.0"}
+    unreadable = fields.unreadable(item, where="pix[0]", error="valor")
+    recorded = await store.record_delivery(request(), [unreadable])
+    placeholder = recorded.event_ids[0]
+    later = T0 + timedelta(days=1)
+
+    still = fields.unreadable(item, where="pix[0]", error="valor still unreadable")
+    ids = await store.reparsed(recorded.delivery_id, [still], later)
+    assert list(ids) == [placeholder]
+    dead = await store.get_event(placeholder)
+    assert dead is not None
+    assert (dead.status, dead.last_error) == (EventStatus.DEAD, "pix[0]: valor still unreadable")
+    assert await store.claim("w1", 10, LEASE, later) == []
+
+    ids = await store.reparsed(recorded.delivery_id, [event("E1")], later)
+    assert placeholder not in ids
+    assert await status_of(store, placeholder) is EventStatus.IGNORED
+    assert await status_of(store, ids[0]) is EventStatus.PENDING
