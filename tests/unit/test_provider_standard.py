@@ -378,16 +378,30 @@ def test_unparseable_bodies(body: bytes, reason: str) -> None:
         ({"refunded_total": "0"}, "refunded_total"),
         ({"currency": "R$"}, "currency"),
         ({"currency": 986}, "currency"),
-        ({"occurred_at": "yesterday"}, "occurred_at"),
-        ({"occurred_at": "2024-11-28T16:37:11"}, "occurred_at"),  # no offset
-        ({"occurred_at": "2024-13-28T16:37:11Z"}, "occurred_at"),
-        ({"occurred_at": 1732811831}, "occurred_at"),
         ({"data": [1]}, "data"),
     ],
 )
 def test_wrong_field_types_name_the_field(change: dict[str, Any], field: str) -> None:
     with pytest.raises(ParseError, match=field):
         provider().parse(event_request({**EVENT, **change}))
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "expected"),
+    [
+        ("yesterday", None),
+        ("2024-13-28T16:37:11Z", None),
+        (1732811831, None),
+        ("2024-11-28T16:37:11", datetime(2024, 11, 28, 16, 37, 11, tzinfo=UTC)),  # no offset
+    ],
+)
+def test_a_deviating_occurred_at_is_read_past_with_a_warning(
+    occurred_at: object, expected: datetime | None
+) -> None:
+    (event,) = provider().parse(event_request({**EVENT, "occurred_at": occurred_at}))
+    assert event.occurred_at == expected
+    assert [w["rule"] for w in event.warnings] == ["standard.occurred_at"]
+    assert (event.kind, event.amount, event.object_id) == (Kind.PAYMENT_PAID, 1000, "pay_123")
 
 
 def test_no_id_anywhere_is_a_parse_error() -> None:

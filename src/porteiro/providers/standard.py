@@ -26,7 +26,9 @@ can feed Porteiro (and Porteiro's own forwarding emits the same shape):
     }
 
 Unknown keys are ignored, so the format can grow. A field of the wrong type is a
-ParseError naming the field: the delivery is stored and dead-lettered, not dropped.
+ParseError naming the field: the delivery is stored and dead-lettered, not dropped. The one
+exception is `occurred_at`, which decides no money: without an offset it is read as UTC,
+unreadable it is left out, each with a `standard.occurred_at` warning on the event.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 SECRET_PREFIX = "whsec_"
+OCCURRED_AT_RULE = "standard.occurred_at"
 
 _KINDS = {kind.value: kind for kind in Kind}
 _CURRENCY = re.compile(r"[A-Za-z]{3}")
@@ -223,13 +226,18 @@ def _event(body: Mapping[str, Any], header_id: str | None) -> ParsedEvent:
     object_id = fields.opt_str(body, "object_id")
     if object_id is None and kind is not Kind.OTHER:
         raise ParseError(f"object_id is required for {kind.value}")
-    occurred = body.get("occurred_at")
     data = body.get("data", {})
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ParseError("data must be a JSON object")
-    return ParsedEvent(
+    warnings: list[dict[str, str]] = []
+    # Ancillary: the ledger orders by it, nothing more, so a deviation is read past.
+    occurred = fields.lenient_time(
+        body.get("occurred_at"), field="occurred_at", rule=OCCURRED_AT_RULE, warnings=warnings,
+        naive=UTC,
+    )  # fmt: skip
+    event = ParsedEvent(
         dedup_key=dedup_key,
         kind=kind,
         type=event_type,
@@ -237,10 +245,11 @@ def _event(body: Mapping[str, Any], header_id: str | None) -> ParsedEvent:
         reference=fields.opt_str(body, "reference"),
         amount=fields.opt_int(body, "amount"),
         currency=_opt_currency(body),
-        occurred_at=fields.opt_rfc3339(occurred, field="occurred_at"),
+        occurred_at=occurred,
         refunded_total=fields.opt_int(body, "refunded_total"),
         data=data,
     )
+    return fields.with_warnings(event, warnings)
 
 
 def _opt_currency(body: Mapping[str, Any]) -> str | None:
