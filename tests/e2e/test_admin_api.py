@@ -187,6 +187,28 @@ async def test_show_event_with_its_raw_deliveries(
     assert (missing.status_code, missing.json()) == (404, {"error": "unknown event"})
 
 
+async def test_warnings_are_shown_on_the_event_and_counted(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    clean = event_body("evt_clean", occurred_at="2024-11-28T16:37:11Z")
+    naive = event_body("evt_naive", occurred_at="2024-11-28T16:37:11")  # no offset
+    for msg_id, body in (("msg_clean", clean), ("msg_naive", naive), ("msg_naive", naive)):
+        assert (await post_signed(client, body, msg_id)).status_code == 200
+    listed = (await client.get("/api/events", headers=AUTH)).json()["items"]
+    warnings = {event["dedup_key"]: event["warnings"] for event in listed}
+    assert warnings["evt_clean"] == []
+    assert warnings["evt_naive"] == [
+        {"rule": "standard.occurred_at", "detail": "occurred_at has no UTC offset: read as UTC"}
+    ]
+    [naive_event] = [e for e in listed if e["dedup_key"] == "evt_naive"]
+    shown = (await client.get(f"/api/events/{naive_event['id']}", headers=AUTH)).json()
+    assert shown["warnings"] == warnings["evt_naive"]
+    assert shown["occurred_at"] == "2024-11-28T16:37:11+00:00"
+    metrics = (await client.get("/metrics")).text
+    line = f'porteiro_event_warnings_total{{rule="standard.occurred_at",source="{SOURCE}"}} 2.0'
+    assert line in metrics
+
+
 @sqlite_only
 async def test_binary_body_is_shown_base64_and_round_trips(
     client: httpx.AsyncClient, runtime: Runtime
