@@ -8,6 +8,14 @@ time, anomalies) is a pure function of that set, ordered by content and never by
 arrival. So any permutation of the same events, delivered any number of times, yields
 the same payment. Only the verdict of one transition (applied, stale, anomalous...)
 depends on arrival order, which is exactly what it is meant to report.
+
+Facts that undo others (Adyen's CAPTURE_FAILED, REFUND_FAILED, REFUNDED_REVERSED) keep
+that property: they never delete a fact, they change what the set *means*. A
+`payment.refund_reversed` fact takes back the refund facts of the same settlement id (the
+refund's own reference), whichever arrived first; a `payment.capture_failed` fact undoes
+the paid facts that sort before it (a later re-capture counts again). Amount, currency and
+reference are still read from every fact; state, refunded amount and anomalies from the
+facts that stand (`_standing`).
 """
 
 from __future__ import annotations
@@ -29,11 +37,14 @@ _RANK: dict[Kind, int] = {
             Kind.PAYMENT_CREATED,
             Kind.PAYMENT_AUTHORIZED,
             Kind.PAYMENT_PAID,
+            Kind.PAYMENT_CAPTURE_FAILED,
             Kind.PAYMENT_FAILED,
             Kind.PAYMENT_CANCELED,
+            Kind.PAYMENT_AUTHORIZATION_EXPIRED,
             Kind.PAYMENT_EXPIRED,
             Kind.PAYMENT_PARTIALLY_REFUNDED,
             Kind.PAYMENT_REFUNDED,
+            Kind.PAYMENT_REFUND_REVERSED,
             Kind.DISPUTE_OPENED,
             Kind.DISPUTE_WON,
             Kind.DISPUTE_LOST,
@@ -43,8 +54,9 @@ _RANK: dict[Kind, int] = {
 }
 _REFUNDS = frozenset({Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED})
 _DISPUTES = frozenset({Kind.DISPUTE_OPENED, Kind.DISPUTE_WON, Kind.DISPUTE_LOST})
-# Facts that prove the money moved: a refund or a dispute implies an earlier payment.
-_MONEY = _REFUNDS | _DISPUTES | {Kind.PAYMENT_PAID}
+# Facts that prove the money moved: a refund (even one reversed since) or a dispute implies
+# an earlier payment.
+_MONEY = _REFUNDS | _DISPUTES | {Kind.PAYMENT_PAID, Kind.PAYMENT_REFUND_REVERSED}
 # Non-money facts: the latest one gives the state of a payment that was never paid.
 _PROGRESS: dict[Kind, PaymentState] = {
     Kind.PAYMENT_CREATED: PaymentState.PENDING,
@@ -52,6 +64,8 @@ _PROGRESS: dict[Kind, PaymentState] = {
     Kind.PAYMENT_FAILED: PaymentState.FAILED,
     Kind.PAYMENT_CANCELED: PaymentState.CANCELED,
     Kind.PAYMENT_EXPIRED: PaymentState.EXPIRED,
+    Kind.PAYMENT_CAPTURE_FAILED: PaymentState.FAILED,
+    Kind.PAYMENT_AUTHORIZATION_EXPIRED: PaymentState.EXPIRED,
 }
 # Where the payment's amount, currency and reference are read first.
 _PREFERRED = (Kind.PAYMENT_PAID, Kind.PAYMENT_AUTHORIZED, Kind.PAYMENT_CREATED)
@@ -62,6 +76,7 @@ _KINDS = {kind.value: kind for kind in Kind}
 # Module constants for the members compared in loops (an Enum class attribute is slow).
 _PAID, _FAILED, _REFUNDED = Kind.PAYMENT_PAID, Kind.PAYMENT_FAILED, Kind.PAYMENT_REFUNDED
 _DISPUTE_OPENED, _DISPUTE_LOST, _OTHER = Kind.DISPUTE_OPENED, Kind.DISPUTE_LOST, Kind.OTHER
+_CAPTURE_FAILED, _REFUND_REVERSED = Kind.PAYMENT_CAPTURE_FAILED, Kind.PAYMENT_REFUND_REVERSED
 _T = TypeVar("_T")
 
 
@@ -239,17 +254,47 @@ def _derive(ordered: Sequence[_Fact]) -> _View:
         amount = max(
             (f.payment_amount for f in ordered if f.payment_amount is not None), default=None
         )
-    total, full = _refunds(ordered, amount)
+    standing = _standing(ordered)
+    total, full = _refunds(standing, amount)
     refunded = max(total, amount) if full and amount is not None else total
     return _View(
-        state=_state(ordered, refunded, full),
+        state=_state(standing, refunded, full),
         amount=amount,
         currency=currency,
         refunded_amount=refunded,
         reference=reference,
         last_event_at=ordered[-1].occurred_at if ordered else None,
-        anomalies=_anomalies(ordered, amount, total),
+        anomalies=_anomalies(standing, amount, total),
     )
+
+
+def _standing(ordered: Sequence[_Fact]) -> Sequence[_Fact]:
+    """The facts that still stand, in order: without the refunds a `refund_reversed` fact
+    takes back (by settlement id; a reversal of part of a refund leaves the rest) and the
+    paid facts that sort before the latest `capture_failed` fact. A function of the set
+    alone, as everything derived from it."""
+    reversed_: dict[str, int | None] = {}  # settlement -> amount taken back (None: all)
+    failed_capture: tuple[Any, ...] | None = None
+    for f in ordered:
+        if f.kind is _REFUND_REVERSED and f.settlement is not None:
+            known = reversed_.get(f.settlement, 0)
+            whole = known is None or f.amount is None
+            reversed_[f.settlement] = None if whole else max(known or 0, f.amount or 0)
+        elif f.kind is _CAPTURE_FAILED:
+            failed_capture = f.order  # facts are in order: the last one is the latest
+    if not reversed_ and failed_capture is None:
+        return ordered
+    kept: list[_Fact] = []
+    for f in ordered:
+        if f.kind in _REFUNDS and f.settlement is not None and f.settlement in reversed_:
+            back = reversed_[f.settlement]
+            if back is None or f.amount is None or back >= f.amount:
+                continue
+            f = f._replace(amount=f.amount - back)
+        elif f.kind is _PAID and failed_capture is not None and f.order < failed_capture:
+            continue
+        kept.append(f)
+    return kept
 
 
 def _preferred(ordered: Sequence[_Fact]) -> tuple[int | None, str | None, str | None]:

@@ -24,6 +24,15 @@ class Kind(StrEnum):
     PAYMENT_EXPIRED = "payment.expired"
     PAYMENT_REFUNDED = "payment.refunded"
     PAYMENT_PARTIALLY_REFUNDED = "payment.partially_refunded"
+    # The capture did not happen after all (Adyen CAPTURE_FAILED): the paid facts before it
+    # are undone; a later paid fact (a re-capture) counts again.
+    PAYMENT_CAPTURE_FAILED = "payment.capture_failed"
+    # A refund that did not happen or was returned (Adyen REFUND_FAILED, REFUNDED_REVERSED):
+    # it names the refund it undoes by `data["settlement_id"]`, the refund's own.
+    PAYMENT_REFUND_REVERSED = "payment.refund_reversed"
+    # The uncaptured remainder of an authorisation lapsed (Adyen EXPIRE): an authorized
+    # payment expires; a captured one stays paid (no anomaly, unlike payment.expired).
+    PAYMENT_AUTHORIZATION_EXPIRED = "payment.authorization_expired"
     DISPUTE_OPENED = "dispute.opened"
     DISPUTE_WON = "dispute.won"
     DISPUTE_LOST = "dispute.lost"

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import permutations
 
 import pytest
 
@@ -496,3 +497,94 @@ def test_replay_history_folds_from_nothing() -> None:
         {},
         "pay_9",
     )
+
+
+# -- facts that undo others (Adyen CAPTURE_FAILED, REFUND_FAILED, REFUNDED_REVERSED, EXPIRE)
+
+
+def final_of(events: Sequence[ParsedEvent]) -> tuple[PaymentState, int | None, int, int]:
+    payment, _ = fold(list(enumerate(events, 1)))
+    return payment.state, payment.amount, payment.refunded_amount, payment.anomalies
+
+
+def every_order(events: Sequence[ParsedEvent]) -> set[tuple[PaymentState, int | None, int, int]]:
+    return {final_of(order) for order in permutations(events)}
+
+
+REFUND_300 = ev(Kind.PAYMENT_PARTIALLY_REFUNDED, 3, amount=300, settlement="refund-1")
+
+
+@pytest.mark.parametrize("undo", [None, 1000, 300])
+def test_a_reversed_refund_goes_back_to_paid_in_any_order(undo: int | None) -> None:
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 4, amount=undo, settlement="refund-1")
+    assert every_order([PAID_1000, REFUND_300, reversal]) == {(PaymentState.PAID, 1000, 0, 0)}
+
+
+def test_a_partial_reversal_of_a_refund_leaves_the_rest() -> None:
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 4, amount=100, settlement="refund-1")
+    assert every_order([PAID_1000, REFUND_300, reversal]) == {
+        (PaymentState.PARTIALLY_REFUNDED, 1000, 200, 0)
+    }
+
+
+def test_a_reversal_takes_back_only_its_own_refund() -> None:
+    other = ev(Kind.PAYMENT_PARTIALLY_REFUNDED, 5, amount=700, settlement="refund-2")
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 6, amount=700, settlement="refund-2")
+    assert every_order([PAID_1000, REFUND_300, other, reversal]) == {
+        (PaymentState.PARTIALLY_REFUNDED, 1000, 300, 0)
+    }
+    # Without the reversal, the two refunds are the whole payment.
+    assert final_of([PAID_1000, REFUND_300, other]) == (PaymentState.REFUNDED, 1000, 1000, 0)
+
+
+def test_a_reversed_full_refund_is_paid_again() -> None:
+    full = ev(Kind.PAYMENT_REFUNDED, 3, amount=1000, settlement="refund-1")
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 4, amount=1000, settlement="refund-1")
+    assert every_order([PAID_1000, full, reversal]) == {(PaymentState.PAID, 1000, 0, 0)}
+
+
+def test_a_reversal_before_its_refund_waits_for_it() -> None:
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 4, amount=300, settlement="refund-1")
+    payment, transitions = fold([(1, PAID_1000), (2, reversal), (3, REFUND_300)])
+    assert (payment.state, payment.refunded_amount) == (PaymentState.PAID, 0)
+    # The refund, older than the reversal already applied, changes nothing: stale.
+    assert verdicts(transitions) == [Verdict.APPLIED, Verdict.NO_EFFECT, Verdict.STALE]
+
+
+def test_a_reversal_without_a_settlement_reverses_nothing() -> None:
+    reversal = ev(Kind.PAYMENT_REFUND_REVERSED, 4, amount=300)
+    assert final_of([PAID_1000, REFUND_300, reversal]) == (
+        PaymentState.PARTIALLY_REFUNDED,
+        1000,
+        300,
+        0,
+    )
+
+
+def test_a_failed_capture_undoes_the_payment_before_it() -> None:
+    failed = ev(Kind.PAYMENT_CAPTURE_FAILED, 5, amount=1000)
+    assert every_order([PAID_1000, failed]) == {(PaymentState.FAILED, 1000, 0, 0)}
+    authorized = ev(Kind.PAYMENT_AUTHORIZED, 1, amount=1000)
+    assert every_order([authorized, PAID_1000, failed]) == {(PaymentState.FAILED, 1000, 0, 0)}
+
+
+def test_a_recapture_after_a_failed_capture_is_paid() -> None:
+    failed = ev(Kind.PAYMENT_CAPTURE_FAILED, 5, amount=1000)
+    recaptured = ev(Kind.PAYMENT_PAID, 9, amount=1000)
+    assert every_order([PAID_1000, failed, recaptured]) == {(PaymentState.PAID, 1000, 0, 0)}
+
+
+def test_a_failed_capture_at_the_same_time_as_the_payment_wins_the_tie() -> None:
+    failed = ev(Kind.PAYMENT_CAPTURE_FAILED, 2, amount=1000)
+    assert every_order([PAID_1000, failed]) == {(PaymentState.FAILED, 1000, 0, 0)}
+
+
+def test_an_expired_authorization_expires_only_what_was_not_captured() -> None:
+    authorized = ev(Kind.PAYMENT_AUTHORIZED, 1, amount=1000)
+    expired = ev(Kind.PAYMENT_AUTHORIZATION_EXPIRED, 8, amount=1000)
+    assert every_order([authorized, expired]) == {(PaymentState.EXPIRED, 1000, 0, 0)}
+    # Captured first: the payment stays paid, and that is no contradiction.
+    assert every_order([authorized, PAID_1000, expired]) == {(PaymentState.PAID, 1000, 0, 0)}
+    # Unlike an expired payment (an offer that closed) that was paid after all.
+    offer_closed = ev(Kind.PAYMENT_EXPIRED, 8)
+    assert final_of([PAID_1000, offer_closed]) == (PaymentState.PAID, 1000, 0, 1)

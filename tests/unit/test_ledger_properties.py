@@ -131,8 +131,45 @@ def unhappy(draw: st.DrawFn) -> tuple[list[ParsedEvent], PaymentState, int]:
 
 
 @st.composite
+def undone(draw: st.DrawFn) -> tuple[list[ParsedEvent], PaymentState, int]:
+    """Adyen's facts that undo others: refunds reversed (REFUND_FAILED, REFUNDED_REVERSED),
+    a capture that failed (maybe re-captured), an authorisation that expired."""
+    amount = draw(st.integers(3, 100_000))
+    money: dict[str, Any] = {"currency": "EUR", "amount": amount}
+    steps: list[ParsedEvent] = []
+    manual = draw(st.booleans())
+    if manual:
+        steps.append(event(Kind.PAYMENT_AUTHORIZED, **money))
+    story = draw(st.sampled_from(["refunds", "capture_failed", "recaptured", "expired"]))
+    if story == "expired":
+        paid = not manual or draw(st.booleans())
+        if paid:
+            steps.append(event(Kind.PAYMENT_PAID, **money))
+        steps.append(event(Kind.PAYMENT_AUTHORIZATION_EXPIRED, **money))
+        return steps, PaymentState.PAID if paid else PaymentState.EXPIRED, 0
+    steps.append(event(Kind.PAYMENT_PAID, **money))
+    if story != "refunds":
+        steps.append(event(Kind.PAYMENT_CAPTURE_FAILED, **money))
+        if story == "capture_failed":
+            return steps, PaymentState.FAILED, 0
+        steps.append(event(Kind.PAYMENT_PAID, **money))
+        return steps, PaymentState.PAID, 0
+    parts = draw(st.lists(st.integers(1, amount // 3), min_size=1, max_size=3))
+    refunded = 0
+    for n, part in enumerate(parts):
+        refund = {"settlement_id": f"refund-{n}"}
+        steps.append(event(Kind.PAYMENT_PARTIALLY_REFUNDED, amount=part, data=refund))
+        if draw(st.booleans()):  # failed or reversed since: all of it, maybe named
+            back = draw(st.sampled_from([None, part]))
+            steps.append(event(Kind.PAYMENT_REFUND_REVERSED, amount=back, data=refund))
+        else:
+            refunded += part
+    return steps, _money_state(refunded, amount), refunded
+
+
+@st.composite
 def valid_histories(draw: st.DrawFn) -> History:
-    steps, state, refunded = draw(st.one_of(happy(), unhappy()))
+    steps, state, refunded = draw(st.one_of(happy(), unhappy(), undone()))
     # Event ids are the store's: distinct, but in no relation to the order of events.
     ids = draw(
         st.lists(st.integers(1, 10**9), min_size=len(steps), max_size=len(steps), unique=True)
@@ -154,6 +191,8 @@ ANY_EVENT = st.builds(
     occurred_at=ANY_TIME,
     currency=st.sampled_from([None, "BRL", "USD"]),
     reference=st.sampled_from([None, "a", "b"]),
+    # Settlement ids tie refunds to their reversals (and tell payments apart).
+    data=st.sampled_from([{}, {"settlement_id": "s1"}, {"settlement_id": "s2"}]),
 )
 
 
