@@ -443,13 +443,22 @@ def test_other_topics_are_not_thin_and_are_ignored(topic: str) -> None:
     assert initial_status(event) is EventStatus.IGNORED
 
 
-def test_legacy_ipn_without_body() -> None:
+def test_legacy_ipn_without_body_is_an_unverified_thin_hint() -> None:
     headers = {"x-request-id": REQUEST_ID}
     [event] = adapter().parse(request(b"", headers, "topic=payment&id=123"))
     assert event.thin and event.object_id == "123" and event.type == "ipn.payment"
-    assert event.dedup_key == f"ipn:payment:123:{REQUEST_ID}"
+    window = int(NOW.timestamp()) // 60
+    # No request id in the key: a flood of one id within a minute is one event.
+    assert event.dedup_key == f"ipn:payment:123:{window}"
+    assert event.data == {"topic": "payment", "format": "ipn", "verified": False}
+    assert (event.amount, event.reference, event.currency) == (None, None, None)
     [bare] = adapter().parse(request(b"", {}, "topic=payment&id=123"))
-    assert bare.dedup_key == "ipn:payment:123"
+    assert bare.dedup_key == event.dedup_key
+    later = inbound(
+        "mp", b"", {}, received_at=NOW + timedelta(minutes=2), query="topic=payment&id=123"
+    )
+    [again] = adapter().parse(later)
+    assert again.dedup_key != event.dedup_key
 
 
 def test_legacy_ipn_with_resource_body() -> None:
@@ -457,8 +466,12 @@ def test_legacy_ipn_with_resource_body() -> None:
     body = json.dumps({"resource": resource, "topic": "payment"}).encode()
     [event] = adapter().parse(request(body))
     assert event.thin and event.object_id == "555"
+    # A real capture sends the bare id as the resource.
+    [bare] = adapter().parse(request(b'{"resource": "96718866362", "topic": "payment"}'))
+    assert bare.thin and bare.object_id == "96718866362"
     [order] = adapter().parse(request(b"", {}, "topic=merchant_order&id=9"))
-    assert not order.thin and order.object_id == "9"
+    assert not order.thin and order.object_id == "9" and "not applied" in order.data["note"]
+    assert initial_status(order) is EventStatus.IGNORED
 
 
 @pytest.mark.parametrize(
@@ -469,7 +482,7 @@ def test_legacy_ipn_with_resource_body() -> None:
         (b"{}", "", "neither type nor action"),
         (b"", "", "neither type nor action"),
         (b'{"type": "payment", "action": "payment.created", "data": {}}', "", "without data.id"),
-        (b"", "topic=payment", "IPN notification without an id"),
+        (b"", "topic=payment", "neither type nor action"),  # no id: not an IPN
         (b"{}", "data.id=%ff", "not UTF-8"),
     ],
 )

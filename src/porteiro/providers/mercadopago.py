@@ -10,11 +10,19 @@ is accepted too. `ts` may be seconds or milliseconds (above 10^11: ms) and must 
 
 The signature covers neither body nor state, so a notification is only a hint: `parse`
 makes one THIN event (keyed by the body's notification `id`, else `{type}:{action}:{data.id}`)
-filed under the signed query `data.id`; other topics are non-thin `other` (ignored).
-Legacy IPN (`?topic=payment&id=123`) is keyed `ipn:{topic}:{id}:{x-request-id}`.
-`enrich` reads `GET /v1/payments/{id}` and maps `status`/`status_detail`; amounts are
-decimals in major units, scaled exactly by the currency's ISO 4217 exponent. Refund kinds
-carry only the cumulative refunded total (every notification re-reads the same figure).
+filed under the signed query `data.id`, for the `payment` and `order` (Orders API) topics;
+other topics are non-thin `other` (ignored, with the reason in the event's `note`).
+
+Legacy IPN (`?topic=payment&id=123`, or a `{"resource", "topic"}` body) cannot be
+authenticated at all (Mercado Pago: its x-signature does not validate with the secret), so
+`verify` lets a request that is recognisably IPN-only through and `parse` makes it an
+UNVERIFIED hint: thin, carrying nothing the ledger uses, keyed `ipn:{topic}:{id}:{minute}`
+(a flood of one id is one event), admitted through a per-source token bucket (beyond it the
+hint is stored, ignored, and not fetched), and a 404 on its id is dead at once (no retries,
+no payment). `merchant_order` and `chargebacks` IPN are ignored: each payment sends its own.
+
+`enrich` reads `GET /v1/payments/{id}` or `GET /v1/orders/{id}` (mercadopago_payload maps
+them).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import random
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
@@ -34,6 +43,7 @@ import httpx
 
 from porteiro.config import SourceConfig
 from porteiro.errors import (
+    AuthenticationError,
     ConfigError,
     GatewayError,
     MalformedHeader,
@@ -42,7 +52,7 @@ from porteiro.errors import (
     ParseError,
     SignatureMismatch,
 )
-from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.model import WARNINGS_KEY, InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
 from porteiro.providers.base import (
     Ack,
@@ -52,6 +62,32 @@ from porteiro.providers.base import (
     register,
     snapshot_key,
 )
+from porteiro.providers.mercadopago_payload import (
+    CHARGEBACK_KINDS,
+    ORDER_KINDS,
+    STATUS_KINDS,
+    TIME_RULE,
+    opt_text,
+    order_event,
+    order_kind,
+    payment_event,
+    payment_kind,
+    to_minor,
+)
+
+__all__ = [
+    "CHARGEBACK_KINDS",
+    "ORDER_KINDS",
+    "STATUS_KINDS",
+    "MercadoPagoProvider",
+    "manifest",
+    "order_event",
+    "order_kind",
+    "parse_signature_header",
+    "payment_event",
+    "payment_kind",
+    "to_minor",
+]
 
 SIGNATURE_HEADER = "x-signature"
 REQUEST_ID_HEADER = "x-request-id"
@@ -64,17 +100,28 @@ CURRENCY_EXPONENTS: Mapping[str, int] = {
 }  # fmt: skip
 SEARCH_PAGE = 100
 MAX_PAGES = 10_000
-STATUS_KINDS: Mapping[str, Kind] = {
-    "pending": Kind.PAYMENT_CREATED,
-    "in_process": Kind.PAYMENT_CREATED,
-    "authorized": Kind.PAYMENT_AUTHORIZED,
-    "approved": Kind.PAYMENT_PAID,
-    "rejected": Kind.PAYMENT_FAILED,
-    "cancelled": Kind.PAYMENT_CANCELED,
-    "refunded": Kind.PAYMENT_REFUNDED,
-    "charged_back": Kind.DISPUTE_LOST,
-    "in_mediation": Kind.DISPUTE_OPENED,
+# The topics whose notifications are enriched from the API (thin).
+THIN_TOPICS = frozenset({"payment", "order"})
+# Why the other topics are ignored (the event's `note`).
+NOT_APPLIED: Mapping[str, str] = {
+    "merchant_order": "merchant orders are not applied: each payment sends its own notification",
+    "topic_merchant_order_wh": "merchant orders are not applied: each payment sends its own",
+    "topic_chargebacks_wh": "chargebacks are applied from the payment's charged_back status",
+    "chargebacks": "chargebacks are applied from the payment's charged_back status",
 }
+IPN_IGNORED: Mapping[str, str] = {
+    "merchant_order": "merchant_order IPN is not applied: each payment sends its own IPN",
+    "chargebacks": "chargebacks IPN is not applied: the payment's charged_back status is",
+}
+IPN_WINDOW_SECONDS = 60  # unverified IPN hints of one id within a minute are one event
+DEFAULT_IPN_PER_MINUTE = 60.0  # new unverified hints (distinct ids) fetched per minute
+DEFAULT_IPN_BURST = 60
+RECENT_HINTS = 4096
+_PAYMENT_ID = re.compile(r"[0-9]{1,20}")
+IPN_ID_RULE = "mercadopago.ipn_id"
+IPN_THROTTLED_RULE = "mercadopago.ipn_throttled"
+LIVE_MODE_RULE = "mercadopago.live_mode"
+DATA_ID_RULE = "mercadopago.data_id_mismatch"
 _TS = re.compile(r"[0-9]{1,16}")
 _HASH_BYTES = 32
 
@@ -126,8 +173,49 @@ def query_params(query: str) -> dict[str, str]:
     return params
 
 
+class HintBudget:
+    """A token bucket over unverified IPN hints, with a memory of the hints it let in.
+
+    A hint already let in (the same `ipn:{topic}:{id}:{window}` key) passes again at no
+    cost: the store de-duplicates it, so a flood of one id is one event and one API read.
+    A new key costs a token; tokens refill at `per_minute` up to `burst`. Time is the
+    deliveries' own `received_at` (never read from a clock here), so a replay of old
+    deliveries refills nothing.
+    """
+
+    def __init__(self, per_minute: float, burst: int, memory: int = RECENT_HINTS) -> None:
+        self._rate = per_minute / 60.0
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._last: datetime | None = None
+        self._memory = memory
+        self._recent: OrderedDict[str, None] = OrderedDict()
+
+    def admit(self, key: str, at: datetime) -> bool:
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return True
+        if self._last is not None:
+            elapsed = (at - self._last).total_seconds()
+            if elapsed > 0:
+                self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
+        if self._last is None or at > self._last:
+            self._last = at
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        self._recent[key] = None
+        while len(self._recent) > self._memory:
+            self._recent.popitem(last=False)
+        return True
+
+
+class ResourceNotFound(GatewayError):
+    """The API answered 404 for the notified id."""
+
+
 class MercadoPagoProvider:
-    """Mercado Pago webhooks (and legacy IPN) for one source."""
+    """Mercado Pago webhooks (and legacy IPN, as unverified hints) for one source."""
 
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
@@ -135,11 +223,33 @@ class MercadoPagoProvider:
         if not self._keys:
             raise ConfigError(f"source {source.name!r}: provider mercadopago needs secrets")
         self.exponents = {**CURRENCY_EXPONENTS, **_exponent_option(source)}
+        self.accept_ipn = source.options.get("accept_ipn", True)
+        if not isinstance(self.accept_ipn, bool):
+            raise ConfigError(f"source {source.name!r}: accept_ipn must be true or false")
+        per_minute = source.option_number("ipn_hints_per_minute", DEFAULT_IPN_PER_MINUTE)
+        burst = source.options.get("ipn_hint_burst", DEFAULT_IPN_BURST)
+        if type(burst) is not int or burst < 1:
+            raise ConfigError(f"source {source.name!r}: ipn_hint_burst must be an integer >= 1")
+        self.hints = HintBudget(per_minute, burst)
 
     def verify(self, request: InboundRequest, now: datetime) -> None:
         header = request.header(SIGNATURE_HEADER)
+        # Legacy IPN cannot be authenticated ("despite receiving the x-Signature header,
+        # they do not allow validation through the secret key"): it is taken as a hint
+        # only, never trusted (parse makes it thin; enrich re-reads the payment).
+        hint = self.accept_ipn and ipn_only(request)
         if header is None or not header.strip():
+            if hint:
+                return
             raise MissingHeader(f"{SIGNATURE_HEADER} header is missing")
+        try:
+            self._verify_signature(header, request, now)
+        except AuthenticationError:
+            if hint:
+                return
+            raise
+
+    def _verify_signature(self, header: str, request: InboundRequest, now: datetime) -> None:
         parsed = parse_signature_header(header)
         signing.check_timestamp(parsed.seconds, now, self.source.tolerance_seconds)
         if not parsed.signatures:
@@ -160,10 +270,57 @@ class MercadoPagoProvider:
             params = query_params(request.query)
         except MalformedHeader as exc:
             raise ParseError(str(exc)) from None
+        ipn_body = _ipn_body(params, request.body)
+        if ipn_body is not None:
+            return [self._ipn_event(params, ipn_body, request.received_at)]
         body = _load_body(request.body)
-        if "type" not in body and "action" not in body and ("topic" in params or "topic" in body):
-            return [_ipn_event(params, body, request.header(REQUEST_ID_HEADER))]
         return [_notification_event(body, params.get("data.id") or None)]
+
+    def _ipn_event(
+        self, params: Mapping[str, str], body: Mapping[str, Any], received_at: datetime
+    ) -> ParsedEvent:
+        topic = (params.get("topic") or opt_text(body, "topic") or "").strip()
+        resource = _id_text(body.get("resource"))
+        object_id = params.get("id") or (
+            resource.rstrip("/").rpartition("/")[2] if resource else ""
+        )
+        if not object_id:
+            raise ParseError("IPN notification without an id")
+        window = int(received_at.timestamp()) // IPN_WINDOW_SECONDS
+        key = f"ipn:{topic}:{object_id}:{window}"
+        data: dict[str, Any] = {"topic": topic, "format": "ipn", "verified": False}
+        if topic != "payment":
+            note = IPN_IGNORED.get(topic, "an IPN topic Porteiro does not apply")
+            return ParsedEvent(
+                key, Kind.OTHER, f"ipn.{topic}", object_id, data={**data, "note": note}
+            )
+        if not _PAYMENT_ID.fullmatch(object_id):
+            event = ParsedEvent(
+                key, Kind.OTHER, "ipn.payment.invalid_id", None,
+                data={**data, "note": "IPN id is not a payment id: not fetched"},
+            )  # fmt: skip
+            shown = object_id[:24].encode("ascii", "replace").decode()
+            return fields.with_warnings(
+                event, [fields.warning(IPN_ID_RULE, f"IPN id {shown!r} is not numeric")]
+            )
+        if not self.hints.admit(key, received_at):
+            event = ParsedEvent(
+                f"ipn-throttled:{topic}:{object_id}:{window}", Kind.OTHER,
+                "ipn.payment.throttled", object_id,
+                data={**data, "note": "over the unverified-hint budget: stored, not fetched"},
+            )  # fmt: skip
+            detail = "unverified IPN hints over ipn_hints_per_minute: not fetched"
+            return fields.with_warnings(event, [fields.warning(IPN_THROTTLED_RULE, detail)])
+        return ParsedEvent(
+            # A flood of one id within a window is one event (one API read); a later
+            # window's hint re-reads the payment's state, which is all a hint can do.
+            dedup_key=key,
+            kind=Kind.OTHER,  # placeholder: the state comes from enrich
+            type="ipn.payment",
+            object_id=object_id,
+            thin=True,
+            data=data,
+        )
 
     def ack(self) -> Ack:
         return Ack()
@@ -172,17 +329,36 @@ class MercadoPagoProvider:
         if not event.thin:
             return event
         if event.object_id is None:
-            raise NonRetryable("thin notification without a payment id")
-        resource = await self._get_payment(event.object_id, http)
-        fetched = payment_event(resource, event.object_id, event.dedup_key, self.exponents)
-        return replace(fetched, type=event.type, data={**event.data, **fetched.data})
+            raise NonRetryable("thin notification without a resource id")
+        if event.data.get("topic") == "order":
+            resource = await self._get("orders", event.object_id, http)
+            fetched = order_event(resource, event.object_id, event.dedup_key, self.exponents)
+        else:
+            try:
+                resource = await self._get("payments", event.object_id, http)
+            except ResourceNotFound as exc:
+                if event.data.get("format") == "ipn":
+                    # Nothing vouches for an unverified hint's id: one read, no retries,
+                    # and no payment is ever made from it.
+                    raise NonRetryable(f"{exc}; an unverified IPN hint is not retried") from None
+                raise
+            fetched = payment_event(resource, event.object_id, event.dedup_key, self.exponents)
+        warnings = [*event.warnings, *fetched.warnings]
+        merged = replace(fetched, type=event.type, data={**event.data, **fetched.data})
+        if warnings:
+            merged = replace(merged, data={**merged.data, WARNINGS_KEY: warnings})
+        return merged
 
     async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
-        """The payment's current state; None without an access token (`api_key`)."""
+        """The payment's (or Orders API order's) current state; None without an access
+        token (`api_key`). Payment ids are numeric, order ids are not."""
         if not self.source.api_key:
             return None
-        resource = await self._get_payment(object_id, http)
-        return self._snapshot(resource, object_id)
+        if object_id.isdigit():
+            resource = await self._get("payments", object_id, http)
+            return self._snapshot(payment_event(resource, object_id, "", self.exponents))
+        resource = await self._get("orders", object_id, http)
+        return self._snapshot(order_event(resource, object_id, "", self.exponents))
 
     async def list_window(
         self, since: datetime, until: datetime, http: httpx.AsyncClient
@@ -206,22 +382,27 @@ class MercadoPagoProvider:
             for resource in results:
                 if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
                     raise GatewayError("mercadopago payments search: a payment without status")
-                created = _lenient_time(resource.get("date_created"))
+                created = fields.lenient_time(
+                    resource.get("date_created"), field="date_created", rule=TIME_RULE,
+                    warnings=[], naive=UTC,
+                )  # fmt: skip
                 if created is not None and not since <= created < until:
                     continue  # the search's bounds are inclusive
-                yield self._snapshot(resource, str(resource.get("id")))
+                object_id = str(resource.get("id"))
+                yield self._snapshot(payment_event(resource, object_id, "", self.exponents))
             paging = body.get("paging")
             total = paging.get("total") if isinstance(paging, dict) else None
             if not results or not isinstance(total, int) or (page + 1) * SEARCH_PAGE >= total:
                 return
         raise GatewayError(f"mercadopago payments search: more than {MAX_PAGES} pages")
 
-    def _snapshot(self, resource: Mapping[str, Any], object_id: str) -> ParsedEvent:
-        status, detail = resource.get("status"), resource.get("status_detail")
-        event = payment_event(resource, object_id, "", self.exponents)
+    def _snapshot(self, event: ParsedEvent) -> ParsedEvent:
+        status, detail = event.data.get("status"), event.data.get("status_detail")
         # A new refund total is a new fact: several partial refunds must not collide.
         refunded = event.refunded_total if event.refunded_total else None
-        key = snapshot_key(object_id, status, detail or "", *((refunded,) if refunded else ()))
+        key = snapshot_key(
+            event.object_id or "", status, detail or "", *((refunded,) if refunded else ())
+        )
         return replace(event, dedup_key=key, data={**event.data, "origin": "reconcile"})
 
     async def _search(
@@ -244,19 +425,22 @@ class MercadoPagoProvider:
             raise GatewayError(f"{what}: expected a JSON object")
         return body
 
-    async def _get_payment(self, payment_id: str, http: httpx.AsyncClient) -> dict[str, Any]:
+    async def _get(
+        self, collection: str, object_id: str, http: httpx.AsyncClient
+    ) -> dict[str, Any]:
+        """`GET /v1/{payments|orders}/{id}`: the resource, which must carry a `status`."""
         if not self.source.api_key:
             raise GatewayError(f"source {self.source.name!r}: no api_key (access token) set")
         base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
-        what = f"mercadopago GET /v1/payments/{payment_id}"
+        what = f"mercadopago GET /v1/{collection}/{object_id}"
         headers = {"authorization": f"Bearer {self.source.api_key}", "accept": "application/json"}
         try:
-            url = f"{base}/v1/payments/{quote(payment_id, safe='')}"
+            url = f"{base}/v1/{collection}/{quote(object_id, safe='')}"
             response = await http.get(url, headers=headers)
         except httpx.HTTPError as exc:
             raise GatewayError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 404:
-            raise GatewayError(f"{what}: 404, payment not found (not visible yet?)")
+            raise ResourceNotFound(f"{what}: 404, not found (not visible yet?)")
         if response.status_code in (401, 403):
             raise GatewayError(
                 f"{what}: HTTP {response.status_code}, the access token (api_key) was refused"
@@ -305,137 +489,85 @@ def _build(source: SourceConfig) -> Provider:
     return MercadoPagoProvider(source)
 
 
-# -- the payment resource -----------------------------------------------------------------
-
-
-def payment_kind(status: str, detail: str | None, amount: int | None, refunded: int) -> Kind:
-    """The canonical kind of a payment in this `status` / `status_detail`."""
-    if status == "approved" and (
-        detail == "partially_refunded" or (amount is not None and 0 < refunded < amount)
-    ):
-        return Kind.PAYMENT_PARTIALLY_REFUNDED
-    if status == "cancelled" and detail == "expired":
-        return Kind.PAYMENT_EXPIRED
-    return STATUS_KINDS.get(status, Kind.OTHER)
-
-
-def to_minor(value: object, exponent: int, *, field: str) -> int:
-    """A decimal amount in major units as an exact integer of minor units."""
-    # Not pix_payload.minor_units: JSON numbers, any exponent, and NonRetryable (an API read).
-    if isinstance(value, bool) or not isinstance(value, int | Decimal | str):
-        raise NonRetryable(f"{field} is not a number")
-    try:
-        minor = Decimal(value).scaleb(exponent)
-    except (ArithmeticError, ValueError):  # decimal's InvalidOperation, Overflow...
-        raise NonRetryable(f"{field} is not a number") from None
-    if not minor.is_finite() or minor < 0 or minor != minor.to_integral_value():
-        raise NonRetryable(f"{field} {value} has more decimals than its currency allows")
-    return int(minor)
-
-
-def payment_event(
-    resource: Mapping[str, Any], object_id: str, dedup_key: str, exponents: Mapping[str, int]
-) -> ParsedEvent:
-    """The canonical event for a `GET /v1/payments/{id}` answer."""
-    status = str(resource["status"])
-    detail = _opt_text(resource, "status_detail")
-    currency = (_opt_text(resource, "currency_id") or "").upper() or None
-    exponent = exponents.get(currency or "", 2)
-    raw_amount = resource.get("transaction_amount")
-    amount = None if raw_amount is None else to_minor(raw_amount, exponent, field="amount")
-    raw_refunded = resource.get("transaction_amount_refunded") or 0
-    refunded = to_minor(raw_refunded, exponent, field="transaction_amount_refunded")
-    kind = payment_kind(status, detail, amount, refunded)
-    payment_amount = amount
-    refunded_total: int | None = None
-    if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
-        # Cumulative only: several notifications re-read the same total.
-        refunded_total = refunded or (amount if kind is Kind.PAYMENT_REFUNDED else None)
-        amount = None
-    when = resource.get("date_approved") if kind is Kind.PAYMENT_PAID else None
-    when = when or resource.get("date_last_updated") or resource.get("date_created")
-    try:
-        occurred = fields.opt_rfc3339(when, field="date_last_updated")
-    except ParseError as exc:
-        raise GatewayError(f"mercadopago payment {object_id}: {exc}") from None
-    details = {key: _opt_text(resource, key) for key in ("payment_method_id", "payment_type_id")}
-    return ParsedEvent(
-        dedup_key=dedup_key,
-        kind=kind,
-        type=f"payment.{status}",
-        object_id=object_id,
-        reference=_opt_text(resource, "external_reference"),
-        amount=amount,
-        currency=currency,
-        occurred_at=occurred,
-        refunded_total=refunded_total,
-        data={
-            "status": status,
-            "status_detail": detail or "",
-            "payment_amount": payment_amount,
-            **{key: value for key, value in details.items() if value},
-        },
-    )
-
-
 # -- notifications --------------------------------------------------------------------------
 
 
+def ipn_only(request: InboundRequest) -> bool:
+    """Whether a request is recognisably a legacy IPN (`?topic=...&id=...`, or a
+    `{"resource", "topic"}` body) and nothing else: no `data.id` / `type` in the query,
+    no `type` / `action` in the body. Never raises."""
+    try:
+        params = query_params(request.query)
+    except MalformedHeader:
+        return False
+    return _ipn_body(params, request.body) is not None
+
+
+def _ipn_body(params: Mapping[str, str], raw: bytes) -> dict[str, Any] | None:
+    """The body of an IPN-only request (`{}` when empty or unreadable), else None."""
+    if "data.id" in params or "type" in params:
+        return None
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        body = None
+    if not isinstance(body, dict):
+        body = None
+    if body is not None and ("type" in body or "action" in body):
+        return None
+    if params.get("topic") and params.get("id"):
+        return body or {}  # the query is the hint; an unreadable body adds nothing
+    if body and isinstance(body.get("topic"), str) and _id_text(body.get("resource")):
+        return body
+    return None
+
+
 def _notification_event(body: Mapping[str, Any], signed_id: str | None) -> ParsedEvent:
-    topic = _opt_text(body, "type")
-    action = _opt_text(body, "action")
+    warnings: list[dict[str, str]] = []
+    topic = opt_text(body, "type")
+    action = opt_text(body, "action")
     if topic is None and action is None:
         raise ParseError("notification has neither type nor action")
     topic = topic or (action or "").partition(".")[0]
     data = body.get("data")
     body_id = _id_text(data.get("id")) if isinstance(data, dict) else None
     object_id = signed_id or body_id
-    thin = topic == "payment"
+    thin = topic in THIN_TOPICS
     if thin and object_id is None:
-        raise ParseError("payment notification without data.id")
+        raise ParseError(f"{topic} notification without data.id")
     notice = _id_text(body.get("id"))
-    details: dict[str, Any] = {
-        "topic": topic,
-        "action": action or "",
-        "live_mode": body.get("live_mode"),
-    }
+    details: dict[str, Any] = {"topic": topic, "action": action or ""}
+    live_mode = body.get("live_mode")
+    if isinstance(live_mode, bool):
+        details["live_mode"] = live_mode
+    elif live_mode is not None:
+        warnings.append(fields.warning(LIVE_MODE_RULE, "live_mode is not a JSON boolean: ignored"))
     if body_id is not None and signed_id is not None and body_id != signed_id:
         details["body_data_id"] = body_id
         details["note"] = "body data.id differs from the signed query data.id; the query wins"
-    return ParsedEvent(
+        warnings.append(
+            fields.warning(DATA_ID_RULE, "body data.id differs from the signed query data.id")
+        )
+    if not thin:
+        details["note"] = NOT_APPLIED.get(topic, "a topic Porteiro does not apply")
+    occurred = fields.lenient_time(
+        body.get("date_created"), field="date_created", rule=TIME_RULE, warnings=warnings,
+        naive=UTC,
+    )  # fmt: skip
+    event = ParsedEvent(
         dedup_key=notice or f"{topic}:{action or ''}:{object_id or ''}",
         kind=Kind.OTHER,  # placeholder: the state comes from enrich
         type=action or topic,
         object_id=object_id,
-        occurred_at=_lenient_time(body.get("date_created")),
+        occurred_at=occurred,
         thin=thin,
-        data={k: v for k, v in details.items() if v is not None},
+        data=details,
     )
-
-
-def _ipn_event(
-    params: Mapping[str, str], body: Mapping[str, Any], request_id: str | None
-) -> ParsedEvent:
-    topic = params.get("topic") or _opt_text(body, "topic") or ""
-    resource = _id_text(body.get("resource"))
-    object_id = params.get("id") or (resource.rstrip("/").rpartition("/")[2] if resource else "")
-    if not object_id:
-        raise ParseError("IPN notification without an id")
-    rid = (request_id or "").strip()
-    return ParsedEvent(
-        # No notification id: the request id keeps a later status change from being
-        # swallowed as a duplicate; a re-sent one only re-reads the same state.
-        dedup_key=f"ipn:{topic}:{object_id}" + (f":{rid}" if rid else ""),
-        kind=Kind.OTHER,
-        type=f"ipn.{topic}",
-        object_id=object_id,
-        thin=topic == "payment",
-        data={"topic": topic, "format": "ipn"},
-    )
+    return fields.with_warnings(event, warnings)
 
 
 def _load_body(raw: bytes) -> dict[str, Any]:
-    return fields.load_object(raw) if raw.strip() else {}  # IPN may come with no body
+    return fields.load_object(raw) if raw.strip() else {}
 
 
 def _id_text(value: object) -> str | None:
@@ -443,23 +575,6 @@ def _id_text(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
     return str(value).strip() or None
-
-
-def _opt_text(body: Mapping[str, Any], key: str) -> str | None:
-    # Lenient, unlike fields.opt_str (non-strings are None, text trimmed): hints and API
-    # extras must not fail a delivery or a read.
-    value = body.get(key)
-    if not isinstance(value, str):
-        return None
-    return value.strip() or None
-
-
-def _lenient_time(value: object) -> datetime | None:
-    # Only informative on a thin event (enrich replaces it): never fail the delivery on it.
-    try:
-        return fields.parse_rfc3339(value, field="date_created")
-    except ParseError:
-        return None
 
 
 def _exponent_option(source: SourceConfig) -> dict[str, int]:
