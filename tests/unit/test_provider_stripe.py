@@ -417,12 +417,15 @@ SESSION = {"id": "cs_test_1", "object": "checkout.session", "amount_total": 2000
         ("payment_intent.payment_failed", {**INTENT, "status": "requires_payment_method"},
          Kind.PAYMENT_FAILED),
         ("payment_intent.canceled", {**INTENT, "status": "canceled"}, Kind.PAYMENT_CANCELED),
-        ("payment_intent.processing", {**INTENT, "status": "processing"}, Kind.OTHER),
-        ("payment_intent.requires_action", {**INTENT, "status": "requires_action"}, Kind.OTHER),
+        ("payment_intent.processing", {**INTENT, "status": "processing"}, Kind.PAYMENT_CREATED),
+        ("payment_intent.requires_action", {**INTENT, "status": "requires_action"},
+         Kind.PAYMENT_CREATED),
+        ("payment_intent.partially_funded", {**INTENT, "status": "requires_payment_method"},
+         Kind.PAYMENT_CREATED),
         ("charge.succeeded", CHARGE, Kind.PAYMENT_PAID),
         ("charge.captured", CHARGE, Kind.PAYMENT_PAID),
         ("charge.failed", {**CHARGE, "status": "failed"}, Kind.PAYMENT_FAILED),
-        ("charge.pending", {**CHARGE, "status": "pending"}, Kind.OTHER),
+        ("charge.pending", {**CHARGE, "status": "pending"}, Kind.PAYMENT_CREATED),
         ("charge.updated", CHARGE, Kind.OTHER),
         ("charge.refund.updated", REFUND, Kind.OTHER),
         ("checkout.session.completed", SESSION, Kind.PAYMENT_PAID),
@@ -439,12 +442,19 @@ SESSION = {"id": "cs_test_1", "object": "checkout.session", "amount_total": 2000
         ("refund.created", {**REFUND, "status": "pending"}, Kind.OTHER),
         ("refund.failed", {**REFUND, "status": "failed"}, Kind.OTHER),
         ("charge.dispute.created", DISPUTE, Kind.DISPUTE_OPENED),
-        ("charge.dispute.updated", {**DISPUTE, "status": "under_review"}, Kind.OTHER),
+        ("charge.dispute.created", {**DISPUTE, "status": "under_review"}, Kind.DISPUTE_OPENED),
+        ("charge.dispute.created", {**DISPUTE, "status": "warning_needs_response"}, Kind.OTHER),
+        ("charge.dispute.updated", {**DISPUTE, "status": "warning_under_review"}, Kind.OTHER),
+        ("charge.dispute.updated", {**DISPUTE, "status": "under_review"},
+         Kind.DISPUTE_OPENED),
+        ("charge.dispute.updated", {**DISPUTE, "status": "needs_response"},
+         Kind.DISPUTE_OPENED),
+        ("charge.dispute.closed", {**DISPUTE, "status": "prevented"}, Kind.OTHER),
         ("charge.dispute.closed", {**DISPUTE, "status": "won"}, Kind.DISPUTE_WON),
         ("charge.dispute.closed", {**DISPUTE, "status": "lost"}, Kind.DISPUTE_LOST),
         ("charge.dispute.closed", {**DISPUTE, "status": "warning_closed"}, Kind.OTHER),
-        ("charge.dispute.funds_withdrawn", DISPUTE, Kind.OTHER),
-        ("charge.dispute.funds_reinstated", DISPUTE, Kind.OTHER),
+        ("charge.dispute.funds_withdrawn", DISPUTE, Kind.DISPUTE_OPENED),
+        ("charge.dispute.funds_reinstated", {**DISPUTE, "status": "won"}, Kind.DISPUTE_WON),
         ("customer.created", {"id": "cus_1", "object": "customer"}, Kind.OTHER),
         ("invoice.paid", {"id": "in_1", "object": "invoice", "payment_intent": "pi_9"},
          Kind.OTHER),
@@ -552,21 +562,256 @@ def test_reference_keys() -> None:
     assert parse_one(envelope("checkout.session.completed", session)).reference == "meta-wins"
 
 
-def test_thin_v2_event_is_refused_with_a_reason() -> None:
-    thin = {
-        "id": "evt_test_65R9Ijk8C6XgpRVDqR8SRDUZbmMhiRqF",
-        "object": "v2.core.event",
-        "type": "v1.billing.meter.error_report_triggered",
-        "livemode": False,
-        "created": "2024-09-17T06:20:52.246Z",
-        "related_object": {
-            "id": "mtr_test_1",
-            "type": "billing.meter",
-            "url": "/v1/billing/meters/mtr_test_1",
-        },
+# Thin v2 notifications, in the shape of stripe-python's EventNotification
+# (stripe/v2/core/_event.py) and docs.stripe.com/event-destinations#thin-payload.
+THIN_METER: dict[str, Any] = {
+    "id": "evt_test_65R9Ijk8C6XgpRVDqR8SRDUZbmMhiRqF",
+    "object": "v2.core.event",
+    "type": "v1.billing.meter.error_report_triggered",
+    "livemode": False,
+    "created": "2024-09-17T06:20:52.246Z",
+    "related_object": {
+        "id": "mtr_test_1",
+        "type": "billing.meter",
+        "url": "/v1/billing/meters/mtr_test_1",
+    },
+}
+THIN_RELATED = {"id": "pi_thin1", "type": "payment_intent", "url": "/v1/payment_intents/pi_thin1"}
+THIN_PAYMENT: dict[str, Any] = {
+    "id": "evt_test_thin_pi_succeeded_0001",
+    "object": "v2.core.event",
+    "type": "v1.payment_intent.succeeded",
+    "livemode": False,
+    "created": "2026-03-01T11:59:58.120Z",
+    "context": "acct_1Porteiro",
+    "reason": {"type": "request", "request": {"id": "req_1", "idempotency_key": "k-1"}},
+    "related_object": THIN_RELATED,
+}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        THIN_METER,
+        {**THIN_METER, "type": "v2.core.account.created",
+         "related_object": {"id": "acct_1", "type": "v2.core.account",
+                            "url": "/v2/core/accounts/acct_1"}},
+        {**THIN_METER, "type": "v2.core.event_destination.ping",
+         "related_object": {"id": "ed_1", "type": "v2.core.event_destination",
+                            "url": "/v2/core/event_destinations/ed_1"}},
+        {**THIN_METER, "type": "v2.money_management.outbound_payment.posted",
+         "related_object": {"id": "obp_1", "type": "v2.money_management.outbound_payment",
+                            "url": "/v2/money_management/outbound_payments/obp_1"}},
+        {**THIN_METER, "type": "v1.billing.meter.no_meter_found", "related_object": None},
+        {**THIN_PAYMENT, "related_object": {**THIN_RELATED, "type": "payment_method"}},
+    ],
+)  # fmt: skip
+def test_thin_v2_event_not_about_a_payment_is_ignored(body: dict[str, Any]) -> None:
+    event = parse_one(body_of(body))
+    assert (event.kind, event.object_id, event.thin) == (Kind.OTHER, None, False)
+    assert (event.dedup_key, event.type) == (body["id"], body["type"])
+    assert not event.actionable and event.error is None
+    assert "not about a payment" in event.data["ignored"]
+    assert event.occurred_at == datetime.fromisoformat(body["created"])
+
+
+def test_thin_v2_event_about_a_payment_is_thin() -> None:
+    event = parse_one(body_of(THIN_PAYMENT))
+    assert (event.kind, event.object_id, event.thin) == (Kind.OTHER, "pi_thin1", True)
+    assert event.actionable and not event.warnings
+    assert (event.dedup_key, event.type) == (THIN_PAYMENT["id"], "v1.payment_intent.succeeded")
+    assert event.occurred_at == datetime(2026, 3, 1, 11, 59, 58, 120000, tzinfo=UTC)
+    assert event.data == {
+        "notification": "thin",
+        "snapshot_type": "payment_intent.succeeded",
+        "related_type": "payment_intent",
+        "related_path": "/v1/payment_intents/pi_thin1",
+        "context": "acct_1Porteiro",
     }
-    with pytest.raises(ParseError, match="thin v2"):
-        parse_one(body_of(thin))
+
+
+def test_thin_related_object_deviations_are_read_past() -> None:
+    elsewhere = {"id": "ch_thin1", "url": "https://attacker.example/v1/charges/ch_thin1"}
+    body = {**THIN_PAYMENT, "type": "v1.charge.refunded", "related_object": elsewhere,
+            "created": "2026-03-01 11:59:58"}  # fmt: skip
+    event = parse_one(body_of(body))
+    assert event.thin and event.object_id == "ch_thin1"
+    # Never another host: the path Stripe serves charges at, on the configured API.
+    assert event.data["related_path"] == "/v1/charges/ch_thin1"
+    assert event.data["related_type"] == "charge"
+    assert [w["rule"] for w in event.warnings] == [
+        "stripe.created", "stripe.related_object", "stripe.related_object"
+    ]  # fmt: skip
+    assert event.occurred_at is None
+    traversal = {**THIN_RELATED, "url": "/v1/payment_intents/../../v2/x"}
+    event = parse_one(body_of({**THIN_PAYMENT, "related_object": traversal}))
+    assert event.data["related_path"] == "/v1/payment_intents/pi_thin1"
+
+
+@pytest.mark.parametrize(
+    ("thin_type", "related_type", "answer", "kind", "amounts"),
+    [
+        ("v1.payment_intent.succeeded", "payment_intent", "pi_thin1", Kind.PAYMENT_PAID,
+         (4500, None)),
+        ("v1.payment_intent.payment_failed", "payment_intent", "pi_thin1",
+         Kind.PAYMENT_FAILED, (4500, None)),
+        ("v1.charge.refunded", "charge", "ch_thin1", Kind.PAYMENT_PARTIALLY_REFUNDED,
+         (None, 1500)),
+        ("v1.refund.created", "refund", "re_thin1", Kind.PAYMENT_PARTIALLY_REFUNDED,
+         (1500, None)),
+        ("v1.charge.dispute.closed", "dispute", "du_thin1", Kind.DISPUTE_LOST, (4500, None)),
+    ],
+)  # fmt: skip
+async def test_enrich_fetches_the_related_object_and_maps_it_like_a_snapshot(
+    fake: tuple[FakeStripe, str],
+    thin_type: str,
+    related_type: str,
+    answer: str,
+    kind: Kind,
+    amounts: tuple[int | None, int | None],
+) -> None:
+    api, url = fake
+    api.intents["pi_thin1"] = {"id": "pi_thin1", "object": "payment_intent", "amount": 4500,
+                               "currency": "brl", "status": "succeeded",
+                               "metadata": {"order_id": "ord-thin"}}  # fmt: skip
+    api.charges["ch_thin1"] = {"id": "ch_thin1", "object": "charge", "amount": 4500,
+                               "amount_refunded": 1500, "currency": "brl",
+                               "payment_intent": "pi_thin1", "status": "succeeded",
+                               "refunded": False, "metadata": {}}  # fmt: skip
+    api.objects["re_thin1"] = {"id": "re_thin1", "object": "refund", "amount": 1500,
+                               "charge": "ch_thin1", "currency": "brl",
+                               "payment_intent": "pi_thin1", "status": "succeeded"}  # fmt: skip
+    api.objects["du_thin1"] = {"id": "du_thin1", "object": "dispute", "amount": 4500,
+                               "charge": "ch_thin1", "currency": "brl",
+                               "payment_intent": "pi_thin1", "status": "lost"}  # fmt: skip
+    path = {"payment_intent": "payment_intents", "charge": "charges", "refund": "refunds",
+            "dispute": "disputes"}[related_type]  # fmt: skip
+    related = {"id": answer, "type": related_type, "url": f"/v1/{path}/{answer}"}
+    thin = parse_one(body_of({**THIN_PAYMENT, "type": thin_type, "related_object": related}))
+    provider = adapter(api_base_url=url, api_key=API_KEY)
+    async with httpx.AsyncClient(timeout=5) as http:
+        event = await provider.enrich(thin, http)
+    assert (event.kind, event.object_id, event.thin) == (kind, "pi_thin1", False)
+    assert (event.amount, event.refunded_total, event.currency) == (*amounts, "BRL")
+    assert (event.dedup_key, event.type) == (THIN_PAYMENT["id"], thin_type)
+    assert event.occurred_at == thin.occurred_at
+    assert event.data["notification"] == "thin" and event.data["stripe_id"] == answer
+    assert api.requests == [f"/v1/{path}/{answer}"]
+    sent = api.headers[0]
+    assert sent["stripe-context"] == "acct_1Porteiro"
+    assert sent["stripe-request-trigger"] == f"event={THIN_PAYMENT['id']}"
+    if related_type == "payment_intent":
+        assert event.reference == "ord-thin"
+
+
+async def test_enrich_failures_are_retryable_gateway_errors(
+    fake: tuple[FakeStripe, str],
+) -> None:
+    api, url = fake
+    thin = parse_one(body_of(THIN_PAYMENT))
+    async with httpx.AsyncClient(timeout=5) as http:
+        with pytest.raises(GatewayError, match="no api_key"):
+            await adapter(api_base_url=url).enrich(thin, http)
+        with pytest.raises(GatewayError, match="404"):
+            await adapter(api_base_url=url, api_key=API_KEY).enrich(thin, http)
+        api.intents["pi_thin1"] = {"id": "pi_other", "object": "payment_intent", "amount": 1,
+                                   "status": "succeeded"}  # fmt: skip
+        with pytest.raises(GatewayError, match="not pi_thin1"):
+            await adapter(api_base_url=url, api_key=API_KEY).enrich(thin, http)
+        api.intents["pi_thin1"] = {"id": "pi_thin1", "object": "payment_intent",
+                                   "amount": "45.00", "status": "succeeded"}  # fmt: skip
+        with pytest.raises(GatewayError, match="amount"):
+            await adapter(api_base_url=url, api_key=API_KEY).enrich(thin, http)
+
+
+# -- what the adapter reads past (the issue 21 rule) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("created", "occurred", "warned"),
+    [
+        (1718000000, datetime(2024, 6, 10, 6, 13, 20, tzinfo=UTC), False),
+        ("1718000000", datetime(2024, 6, 10, 6, 13, 20, tzinfo=UTC), True),
+        (1718000000.0, datetime(2024, 6, 10, 6, 13, 20, tzinfo=UTC), True),
+        ("yesterday", None, True),
+        ("2024-06-10T06:13:20Z", None, True),
+        (10**20, None, True),
+        (-5, None, True),
+        (True, None, True),
+        (None, None, False),
+    ],
+)
+def test_created_is_read_past_with_a_warning(
+    created: object, occurred: datetime | None, warned: bool
+) -> None:
+    event = parse_one(body_of({**PAYMENT_INTENT_SUCCEEDED, "created": created}))
+    assert (event.kind, event.object_id, event.amount) == (Kind.PAYMENT_PAID, "pi_3Pxyz", 5000)
+    assert event.occurred_at == occurred
+    assert [w["rule"] for w in event.warnings] == (["stripe.created"] if warned else [])
+
+
+@pytest.mark.parametrize(
+    "request_field",
+    ["req_OLDSTYLE123", {"id": "req_1", "idempotency_key": "k"}, {"id": None,
+     "idempotency_key": None}, None],
+)  # fmt: skip
+def test_request_as_a_string_or_an_object(request_field: object) -> None:
+    # API versions before 2017-05-25 send `request` as the request id string.
+    event = parse_one(body_of({**PAYMENT_INTENT_SUCCEEDED, "request": request_field,
+                               "api_version": "2017-02-14", "livemode": True}))  # fmt: skip
+    assert (event.kind, event.amount, list(event.warnings)) == (Kind.PAYMENT_PAID, 5000, [])
+
+
+def test_charge_refunded_without_or_with_the_refunds_list() -> None:
+    # API 2022-11-15 stopped expanding `refunds` on the Charge; older ones send a list.
+    bare = {**CHARGE, "amount_refunded": 800, "refunded": False}
+    refunds = {"object": "list", "data": [{**REFUND, "amount": 800}], "has_more": False,
+               "url": "/v1/charges/ch_1/refunds"}  # fmt: skip
+    listed = {**bare, "refunds": refunds}
+    for obj in (bare, listed):
+        event = parse_one(envelope("charge.refunded", obj))
+        assert (event.kind, event.refunded_total, event.amount) == (
+            Kind.PAYMENT_PARTIALLY_REFUNDED, 800, None
+        )  # fmt: skip
+
+
+def test_unknown_dispute_status_is_read_past_with_a_warning() -> None:
+    created = parse_one(envelope("charge.dispute.created", {**DISPUTE, "status": "new_one"}))
+    assert created.kind is Kind.DISPUTE_OPENED and created.object_id == "pi_1"
+    assert [w["rule"] for w in created.warnings] == ["stripe.dispute_status"]
+    closed = parse_one(envelope("charge.dispute.closed", {**DISPUTE, "status": None}))
+    assert closed.kind is Kind.OTHER
+    assert [w["rule"] for w in closed.warnings] == ["stripe.dispute_status"]
+    known = parse_one(envelope("charge.dispute.closed", {**DISPUTE, "status": "warning_closed"}))
+    assert (known.kind, list(known.warnings)) == (Kind.OTHER, [])
+
+
+def test_checkout_payment_status() -> None:
+    free = {**SESSION, "payment_status": "no_payment_required", "payment_intent": None,
+            "amount_total": 0}  # fmt: skip
+    event = parse_one(envelope("checkout.session.completed", free))
+    assert (event.kind, list(event.warnings), event.object_id) == (Kind.OTHER, [], "cs_test_1")
+    assert event.data["payment_status"] == "no_payment_required"
+    odd = parse_one(envelope("checkout.session.completed", {**SESSION, "payment_status": 3}))
+    assert odd.kind is Kind.OTHER
+    assert [w["rule"] for w in odd.warnings] == ["stripe.checkout_payment_status"]
+
+
+def test_metadata_absent_or_null_and_payment_intent_null() -> None:
+    charge = {k: v for k, v in CHARGE.items() if k != "metadata"} | {"payment_intent": None}
+    event = parse_one(envelope("charge.succeeded", charge))
+    assert (event.object_id, event.reference, event.kind) == ("ch_1", None, Kind.PAYMENT_PAID)
+    intent = {**INTENT, "metadata": None}
+    assert parse_one(envelope("payment_intent.succeeded", intent)).reference is None
+
+
+def test_charge_refund_updated_never_counts_the_refund_twice() -> None:
+    # Stripe sends `charge.refund.updated` beside `refund.updated` for the same change.
+    event = parse_one(envelope("charge.refund.updated", REFUND,
+                               previous_attributes={"status": "pending"}))  # fmt: skip
+    assert event.kind is Kind.OTHER
+    assert parse_one(envelope("refund.updated", REFUND, previous_attributes={
+        "status": "pending"})).kind is Kind.PAYMENT_PARTIALLY_REFUNDED  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -590,8 +835,11 @@ def test_thin_v2_event_is_refused_with_a_reason() -> None:
         (envelope("charge.succeeded", {**CHARGE, "payment_intent": 7}), "payment_intent"),
         (envelope("charge.refunded", {**CHARGE, "amount_refunded": None}), "amount_refunded"),
         (envelope("charge.refunded", {**CHARGE, "amount_refunded": -1}), "amount_refunded"),
-        (body_of({**PAYMENT_INTENT_SUCCEEDED, "created": "yesterday"}), "created"),
-        (body_of({**PAYMENT_INTENT_SUCCEEDED, "created": 10**20}), "created"),
+        (body_of({**THIN_PAYMENT, "id": None}), "id"),
+        (body_of({k: v for k, v in THIN_PAYMENT.items() if k != "related_object"}),
+         "related_object"),
+        (body_of({**THIN_PAYMENT, "related_object": {**THIN_RELATED, "id": ""}}),
+         "related_object.id"),
     ],
 )  # fmt: skip
 def test_parse_errors_say_why(body: bytes, reason: str) -> None:
@@ -799,3 +1047,12 @@ async def test_fetch_status_failures_are_gateway_errors(
 async def test_fetch_status_unreachable_api_is_a_gateway_error() -> None:
     with pytest.raises(GatewayError):
         await read(f"http://127.0.0.1:{free_port()}")
+
+
+async def test_fetch_status_reads_the_configured_reference_keys(
+    fake: tuple[FakeStripe, str],
+) -> None:
+    api, url = fake
+    api.intents["pi_r1"] = intent("succeeded", metadata={"cart": "c-9", "order_id": "o-1"})
+    event = await read(url, options={"reference_metadata_keys": ["cart"]})
+    assert event is not None and event.reference == "c-9"

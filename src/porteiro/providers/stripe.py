@@ -14,15 +14,28 @@ PaymentIntent, so charge, refund, dispute and Checkout events are filed under th
 Refunds never double count: `charge.refunded` carries the charge's cumulative
 `amount_refunded` as `refunded_total` (and no per-refund amount), and a refund's own
 amount is counted once, by `refund.created` if it succeeded at once, else by the
-`refund.updated` that moved it to `succeeded`. Thin v2 notifications are refused.
+`refund.updated` that moved it to `succeeded`.
+
+Thin v2 notifications (event destinations, `"object": "v2.core.event"`, same signature):
+a `v1.*` type about a payment object (`related_object.type` payment_intent, charge,
+refund, dispute or checkout.session) is stored thin and enriched by GET of the related
+object's `url`, then mapped like the snapshot of the same v1 type; any other v2 event
+(billing meters, accounts, money management...) is stored and ignored with its reason.
+
+The rule (fields.py): ids, type, status, amounts and the refunded total are read
+strictly; an ancillary field that deviates (`created` not unix seconds, an unknown
+dispute or Checkout `payment_status`, an unusable `related_object.url`) is read past and
+recorded as a `stripe.*` warning on the event.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -36,6 +49,7 @@ from porteiro.errors import (
     GatewayError,
     MalformedHeader,
     MissingHeader,
+    NonRetryable,
     ParseError,
     SignatureMismatch,
 )
@@ -51,6 +65,10 @@ API_VERSION = "2024-06-20"  # of the simulated events
 
 KINDS: Mapping[str, Kind] = {
     "payment_intent.created": Kind.PAYMENT_CREATED,
+    "payment_intent.processing": Kind.PAYMENT_CREATED,
+    "payment_intent.requires_action": Kind.PAYMENT_CREATED,
+    "payment_intent.partially_funded": Kind.PAYMENT_CREATED,
+    "charge.pending": Kind.PAYMENT_CREATED,
     "payment_intent.amount_capturable_updated": Kind.PAYMENT_AUTHORIZED,
     "payment_intent.succeeded": Kind.PAYMENT_PAID,
     "charge.succeeded": Kind.PAYMENT_PAID,
@@ -61,11 +79,55 @@ KINDS: Mapping[str, Kind] = {
     "checkout.session.async_payment_failed": Kind.PAYMENT_FAILED,
     "payment_intent.canceled": Kind.PAYMENT_CANCELED,
     "checkout.session.expired": Kind.PAYMENT_EXPIRED,
-    "charge.dispute.created": Kind.DISPUTE_OPENED,
 }
-# `checkout.session.completed` by `payment_status`; `charge.dispute.closed` by `status`.
-CHECKOUT_KINDS: Mapping[str, Kind] = {"paid": Kind.PAYMENT_PAID, "unpaid": Kind.PAYMENT_CREATED}
-DISPUTE_KINDS: Mapping[str, Kind] = {"won": Kind.DISPUTE_WON, "lost": Kind.DISPUTE_LOST}
+# `checkout.session.completed` by `payment_status` (`no_payment_required`: no payment).
+CHECKOUT_KINDS: Mapping[str, Kind] = {
+    "paid": Kind.PAYMENT_PAID,
+    "unpaid": Kind.PAYMENT_CREATED,
+    "no_payment_required": Kind.OTHER,
+}
+# Every `charge.dispute.*` event by the dispute's `status`: a chargeback (funds withdrawn)
+# opens, `won` / `lost` close it. An inquiry (`warning_*`) withdraws no funds, and
+# `prevented` / `charge_refunded` never became one: no money moved, `other`.
+DISPUTE_EVENTS = ("charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
+                  "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated")  # fmt: skip
+DISPUTE_KINDS: Mapping[str, Kind] = {
+    "needs_response": Kind.DISPUTE_OPENED,
+    "under_review": Kind.DISPUTE_OPENED,
+    "won": Kind.DISPUTE_WON,
+    "lost": Kind.DISPUTE_LOST,
+    "warning_needs_response": Kind.OTHER,
+    "warning_under_review": Kind.OTHER,
+    "warning_closed": Kind.OTHER,
+    "prevented": Kind.OTHER,
+    "charge_refunded": Kind.OTHER,
+}
+# Thin v2 notifications: the v1 objects a `v1.*` event may be about that are payments (or
+# belong to one), and where the API serves each (the SDKs' `related_object.url`).
+THIN_PREFIX = "v1."
+RELATED_PATHS: Mapping[str, str] = {
+    "payment_intent": "/v1/payment_intents/",
+    "charge": "/v1/charges/",
+    "refund": "/v1/refunds/",
+    "dispute": "/v1/disputes/",
+    "checkout.session": "/v1/checkout/sessions/",
+}
+_PAYMENT_TYPES = ("payment_intent.", "charge.", "refund.", "checkout.session.")
+# The object a `v1.*` payment type is about, when `related_object.type` is absent.
+_RELATED_BY_TYPE = (
+    ("charge.dispute.", "dispute"),
+    ("charge.refund.", "refund"),
+    ("payment_intent.", "payment_intent"),
+    ("charge.", "charge"),
+    ("refund.", "refund"),
+    ("checkout.session.", "checkout.session"),
+)
+_SAFE_PATH = re.compile(r"/v1/[A-Za-z0-9_./-]+")
+# Warning rules (metric labels of porteiro_event_warnings_total): a fixed set.
+RULE_CREATED = "stripe.created"
+RULE_DISPUTE_STATUS = "stripe.dispute_status"
+RULE_CHECKOUT_STATUS = "stripe.checkout_payment_status"
+RULE_RELATED = "stripe.related_object"
 # Status reads: GET /v1/payment_intents/{id}.
 STATUS_KINDS: Mapping[str, Kind] = {
     "succeeded": Kind.PAYMENT_PAID,
@@ -143,7 +205,41 @@ class StripeProvider:
         return Ack()
 
     async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
-        return event  # snapshot events carry the object's state
+        """A thin v2 notification about a payment object: GET the related object (with
+        the notification's `Stripe-Context`) and map it like the snapshot event of the same
+        v1 type, keeping the notification's id and time. Snapshot events carry the
+        object's state and come back as they are."""
+        if not event.thin:
+            return event
+        path = event.data.get("related_path")
+        snapshot_type = event.data.get("snapshot_type")
+        if not isinstance(path, str) or not isinstance(snapshot_type, str):
+            raise NonRetryable("thin Stripe event without a related object to fetch")
+        if not self.source.api_key:
+            raise GatewayError(
+                f"source {self.source.name!r}: no api_key to fetch the thin event's {path}"
+            )
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        headers = {
+            "authorization": f"Bearer {self.source.api_key}",
+            "stripe-request-trigger": f"event={event.dedup_key}",
+        }
+        context = event.data.get("context")
+        if isinstance(context, str) and context:
+            headers["stripe-context"] = context
+        obj = await _get_json(http, base + path, {}, headers, path)
+        if obj.get("id") != event.object_id:
+            raise GatewayError(f"stripe GET {path}: the answer is not {event.object_id}")
+        snapshot = {"object": "event", "id": event.dedup_key, "type": snapshot_type,
+                    "data": {"object": obj}}  # fmt: skip
+        warnings: list[dict[str, str]] = []
+        try:
+            mapped = _snapshot(snapshot, self.reference_keys, warnings)
+        except ParseError as exc:
+            raise GatewayError(f"stripe GET {path}: {exc}") from None
+        data = {**mapped.data, "notification": "thin", "related_path": path}
+        enriched = replace(mapped, type=event.type, occurred_at=event.occurred_at, data=data)
+        return fields.with_warnings(enriched, [*event.warnings, *warnings])
 
     async def list_window(
         self, since: datetime, until: datetime, http: httpx.AsyncClient
@@ -203,7 +299,9 @@ class StripeProvider:
         if not isinstance(intent, dict) or not isinstance(intent.get("status"), str):
             raise GatewayError(f"stripe {where}: no status in the answer")
         try:
-            return _status_event(object_id, intent, response.headers.get("date"))
+            return _status_event(
+                object_id, intent, response.headers.get("date"), self.reference_keys
+            )
         except ParseError as exc:
             raise GatewayError(f"stripe {where}: {exc}") from None
 
@@ -230,13 +328,22 @@ def _build(source: SourceConfig) -> Provider:
 
 
 def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEvent:
+    """One delivery's event: a v1 snapshot event, or a v2 thin notification."""
     if body.get("object") == "v2.core.event":
-        raise ParseError(
-            "thin v2 event notification (object v2.core.event): not supported; "
-            "send snapshot events to this endpoint"
-        )
+        return _thin_event(body)
     if body.get("object") != "event":
-        raise ParseError('object must be "event" (a Stripe snapshot event)')
+        raise ParseError(
+            'object must be "event" (a Stripe snapshot event) or "v2.core.event" (thin)'
+        )
+    warnings: list[dict[str, str]] = []
+    event = _snapshot(body, reference_keys, warnings)
+    return fields.with_warnings(replace(event, occurred_at=_created(body, warnings)), warnings)
+
+
+def _snapshot(
+    body: Mapping[str, Any], reference_keys: Sequence[str], warnings: list[dict[str, str]]
+) -> ParsedEvent:
+    """A snapshot event's mapping (its `occurred_at` left to the caller)."""
     event_id = fields.req_str(body, "id")
     event_type = fields.req_str(body, "type")
     data = body.get("data")
@@ -244,7 +351,7 @@ def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEven
     if not isinstance(data, dict) or not isinstance(obj, dict):
         raise ParseError("data.object must be a JSON object")
     previous = data.get("previous_attributes")
-    kind = _kind(event_type, obj, previous if isinstance(previous, dict) else {})
+    kind = _kind(event_type, obj, previous if isinstance(previous, dict) else {}, warnings)
     object_type = _object_type(event_type, obj)
     object_id = _object_id(object_type, obj)
     if object_id is None and kind is not Kind.OTHER:
@@ -254,12 +361,14 @@ def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEven
     if event_type == "charge.refunded":
         refunded_total, amount = fields.opt_int(obj, "amount_refunded"), None
     currency = fields.opt_str(obj, "currency", where="data.object")
-    details = {
+    details: dict[str, Any] = {
         "object": object_type,
         "stripe_id": obj.get("id"),
         "status": obj.get("status"),
         "api_version": body.get("api_version"),
     }
+    if object_type == "checkout.session":
+        details["payment_status"] = obj.get("payment_status")
     return ParsedEvent(
         dedup_key=event_id,
         kind=kind,
@@ -268,33 +377,176 @@ def _event(body: Mapping[str, Any], reference_keys: Sequence[str]) -> ParsedEven
         reference=_reference(obj, reference_keys),
         amount=amount,
         currency=currency.upper() if currency else None,
-        occurred_at=_unix(body.get("created"), "created"),
         refunded_total=refunded_total,
-        data={key: value for key, value in details.items() if isinstance(value, str)},
+        data={key: value for key, value in details.items() if isinstance(value, str) and value},
     )
 
 
-def _kind(event_type: str, obj: Mapping[str, Any], previous: Mapping[str, Any]) -> Kind:
+def _thin_event(body: Mapping[str, Any]) -> ParsedEvent:
+    """A v2 thin notification: `{id, object: "v2.core.event", type, created (RFC 3339),
+    livemode, context?, related_object: {id, type, url}?}`. About a payment object (a
+    `v1.*` type whose related object is one of RELATED_PATHS): thin, enriched later.
+    Anything else: kind other with no payment object (stored, ignored)."""
+    event_id = fields.req_str(body, "id")
+    event_type = fields.req_str(body, "type")
+    warnings: list[dict[str, str]] = []
+    occurred = fields.lenient_time(
+        body.get("created"), field="created", rule=RULE_CREATED, warnings=warnings
+    )
+    related = body.get("related_object")
+    snapshot_type = event_type.removeprefix(THIN_PREFIX)
+    related_type = _related_type(snapshot_type, related, warnings)
+    payment_type = event_type.startswith(THIN_PREFIX) and snapshot_type.startswith(_PAYMENT_TYPES)
+    if payment_type and not isinstance(related, dict):
+        raise ParseError(f"{event_type}: related_object must name the payment object")
+    if (
+        not payment_type
+        or not isinstance(related, dict)
+        or related_type is None
+        or related_type not in RELATED_PATHS
+    ):
+        what = related_type[:60] if related_type else "no related object"
+        ignored = ParsedEvent(
+            dedup_key=event_id,
+            kind=Kind.OTHER,
+            type=event_type,
+            object_id=None,
+            occurred_at=occurred,
+            data={"notification": "thin", "ignored": f"v2 event not about a payment ({what})"},
+        )
+        return fields.with_warnings(ignored, warnings)
+    related_id = fields.req_str(related, "id", where="related_object")
+    context = related_context(body)
+    thin = ParsedEvent(
+        dedup_key=event_id,
+        kind=Kind.OTHER,
+        type=event_type,
+        object_id=related_id,
+        occurred_at=occurred,
+        thin=True,
+        data={
+            "notification": "thin",
+            "snapshot_type": snapshot_type,
+            "related_type": related_type,
+            "related_path": _related_path(related_type, related_id, related, warnings),
+            **({"context": context} if context else {}),
+        },
+    )
+    return fields.with_warnings(thin, warnings)
+
+
+def _related_type(
+    snapshot_type: str, related: object, warnings: list[dict[str, str]]
+) -> str | None:
+    """`related_object.type`; when absent, the object a `v1.*` payment type is about."""
+    if not isinstance(related, dict):
+        return None
+    declared = related.get("type")
+    if isinstance(declared, str) and declared:
+        return declared
+    for prefix, name in _RELATED_BY_TYPE:
+        if snapshot_type.startswith(prefix):
+            warnings.append(fields.warning(RULE_RELATED, f"related_object.type absent: {name}"))
+            return name
+    return None
+
+
+def related_context(body: Mapping[str, Any]) -> str | None:
+    """The notification's `context` (a connected account, `acct_...`), sent back as
+    `Stripe-Context` when fetching; anything but a string is no context."""
+    context = body.get("context")
+    return context if isinstance(context, str) and context else None
+
+
+def _related_path(
+    related_type: str, related_id: str, related: Mapping[str, Any], warnings: list[dict[str, str]]
+) -> str:
+    """Where to GET the related object: its `url` when it is a plain `/v1/` path of the
+    configured API (never another host), else the path Stripe serves that type at."""
+    url = related.get("url")
+    own = RELATED_PATHS[related_type] + quote(related_id, safe="")
+    if isinstance(url, str) and _SAFE_PATH.fullmatch(url) and ".." not in url and "//" not in url:
+        return url
+    detail = "absent" if url is None else "not a /v1/ path of the API"
+    warnings.append(fields.warning(RULE_RELATED, f"related_object.url {detail}: GET {own}"))
+    return own
+
+
+def _created(body: Mapping[str, Any], warnings: list[dict[str, str]]) -> datetime | None:
+    """A snapshot event's `created` (unix seconds). It only orders the facts: anything
+    else is read past with a warning (a numeric string or float as seconds, else None)."""
+    value = body.get("created")
+    if value is None:
+        return None
+    seconds: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, float) and value.is_integer():
+        seconds = int(value)
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        seconds = int(value.strip())
+    if seconds is not None and seconds >= 0:
+        try:
+            moment = datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            moment = None
+        if moment is not None:
+            if seconds is not value:
+                warnings.append(fields.warning(RULE_CREATED, "created is not an integer: read"))
+            return moment
+    warnings.append(fields.warning(RULE_CREATED, "created is not unix seconds: ignored"))
+    return None
+
+
+def _kind(
+    event_type: str,
+    obj: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    warnings: list[dict[str, str]],
+) -> Kind:
     fixed = KINDS.get(event_type)
     if fixed is not None:
         return fixed
     status = obj.get("status")
     if event_type == "checkout.session.completed":
-        return CHECKOUT_KINDS.get(str(obj.get("payment_status")), Kind.OTHER)
-    if event_type == "charge.dispute.closed":
-        return DISPUTE_KINDS.get(str(status), Kind.OTHER)
+        payment_status = obj.get("payment_status")
+        found = CHECKOUT_KINDS.get(payment_status) if isinstance(payment_status, str) else None
+        if found is None:
+            detail = f"payment_status {_shown(payment_status)} is not one Stripe documents"
+            warnings.append(fields.warning(RULE_CHECKOUT_STATUS, detail))
+            return Kind.OTHER
+        return found
+    if event_type in DISPUTE_EVENTS:
+        found = DISPUTE_KINDS.get(status) if isinstance(status, str) else None
+        if found is not None:
+            return found
+        # An unknown status: a created dispute is still a dispute.
+        opened = event_type == "charge.dispute.created"
+        detail = (
+            f"dispute status {_shown(status)} unknown: read as {'opened' if opened else 'other'}"
+        )
+        warnings.append(fields.warning(RULE_DISPUTE_STATUS, detail))
+        return Kind.DISPUTE_OPENED if opened else Kind.OTHER
     if event_type == "charge.refunded":
         amount, refunded = fields.opt_int(obj, "amount"), fields.opt_int(obj, "amount_refunded")
         if amount is None or refunded is None:
             raise ParseError("charge.refunded: data.object needs amount and amount_refunded")
         return Kind.PAYMENT_REFUNDED if refunded >= amount else Kind.PAYMENT_PARTIALLY_REFUNDED
     # Each refund counts once: when created succeeded, or when an update made it so.
+    # (`charge.refund.updated` is the same change as `refund.updated`: never counted.)
     became = "status" in previous and previous["status"] != "succeeded"
     if status == "succeeded" and (
         event_type == "refund.created" or (event_type == "refund.updated" and became)
     ):
         return Kind.PAYMENT_PARTIALLY_REFUNDED
     return Kind.OTHER
+
+
+def _shown(value: object) -> str:
+    """A status value for a warning: a short quoted string, or its JSON type."""
+    if isinstance(value, str):
+        return repr(value[:40])
+    return "null" if value is None else type(value).__name__
 
 
 def _object_type(event_type: str, obj: Mapping[str, Any]) -> str:
@@ -329,7 +581,9 @@ def _reference(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return client_reference if isinstance(client_reference, str) and client_reference else None
 
 
-def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -> ParsedEvent:
+def _status_event(
+    object_id: str, intent: Mapping[str, Any], date: str | None, reference_keys: Sequence[str]
+) -> ParsedEvent:
     status = str(intent["status"])
     kind = STATUS_KINDS.get(status, Kind.OTHER)
     amount = fields.opt_int(intent, "amount")
@@ -354,7 +608,7 @@ def _status_event(object_id: str, intent: Mapping[str, Any], date: str | None) -
         if kind is Kind.PAYMENT_FAILED
         else f"payment_intent.{status}",
         object_id=object_id,
-        reference=_reference(intent, DEFAULT_REFERENCE_KEYS),
+        reference=_reference(intent, reference_keys),
         amount=amount,
         currency=currency.upper() if currency else None,
         occurred_at=read_at,
@@ -401,17 +655,6 @@ def _ref(obj: Mapping[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ParseError(f"data.object.{key} must be an id or an object with one")
     return value or None
-
-
-def _unix(value: object, where: str) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParseError(f"{where} must be unix seconds")
-    try:
-        return datetime.fromtimestamp(value, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise ParseError(f"{where} is out of range") from None
 
 
 # -- samples ----------------------------------------------------------------------------
