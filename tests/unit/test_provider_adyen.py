@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
 import random
 from collections.abc import Mapping
@@ -27,8 +28,10 @@ from porteiro.errors import (
     ParseError,
     SignatureMismatch,
 )
-from porteiro.model import InboundRequest, Kind, ParsedEvent, PaymentState
+from porteiro.model import UNPARSEABLE_TYPE, InboundRequest, Kind, ParsedEvent, PaymentState
 from porteiro.providers.adyen import (
+    IGNORED_CODES,
+    KNOWN_CODES,
     SUCCESS_KINDS,
     AdyenProvider,
     event_kind,
@@ -77,7 +80,7 @@ def request(body: bytes, headers: Mapping[str, str] | None = None) -> InboundReq
     return inbound("adyen", body, headers, received_at=NOW)
 
 
-def item(code: str = "AUTHORISATION", success: str = "true", **fields: Any) -> dict[str, Any]:
+def item(code: str = "AUTHORISATION", success: object = "true", **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "additionalData": {"authCode": "033899", "cardSummary": "1111"},
         "amount": {"currency": "EUR", "value": 1130},
@@ -413,14 +416,19 @@ MAPPING = [
     ("AUTHORISATION", "false", Kind.PAYMENT_FAILED),
     ("CAPTURE", "true", Kind.PAYMENT_PAID),
     ("CAPTURE", "false", Kind.OTHER),
-    ("CAPTURE_FAILED", "true", Kind.OTHER),
+    ("CAPTURE_FAILED", "true", Kind.PAYMENT_CAPTURE_FAILED),
+    ("CAPTURE_FAILED", "false", Kind.OTHER),
     ("CANCELLATION", "true", Kind.PAYMENT_CANCELED),
     ("CANCELLATION", "false", Kind.OTHER),
     ("TECHNICAL_CANCEL", "true", Kind.PAYMENT_CANCELED),
     ("REFUND", "true", Kind.PAYMENT_PARTIALLY_REFUNDED),
     ("REFUND", "false", Kind.OTHER),
-    ("REFUND_FAILED", "true", Kind.OTHER),
-    ("REFUNDED_REVERSED", "true", Kind.OTHER),
+    ("REFUND_FAILED", "true", Kind.PAYMENT_REFUND_REVERSED),
+    ("REFUND_FAILED", "false", Kind.OTHER),
+    ("REFUNDED_REVERSED", "true", Kind.PAYMENT_REFUND_REVERSED),
+    ("REFUNDED_REVERSED", "false", Kind.OTHER),
+    ("EXPIRE", "true", Kind.PAYMENT_AUTHORIZATION_EXPIRED),
+    ("EXPIRE", "false", Kind.OTHER),
     ("REFUND_WITH_DATA", "true", Kind.OTHER),
     ("CANCEL_OR_REFUND", "false", Kind.OTHER),
     ("NOTIFICATION_OF_CHARGEBACK", "true", Kind.DISPUTE_OPENED),
@@ -434,7 +442,10 @@ MAPPING = [
     ("OFFER_CLOSED", "true", Kind.PAYMENT_EXPIRED),
     ("OFFER_CLOSED", "false", Kind.OTHER),
     ("ORDER_CLOSED", "true", Kind.OTHER),
-    ("PENDING", "true", Kind.OTHER),
+    ("PENDING", "true", Kind.PAYMENT_CREATED),
+    ("AUTHORISATION_ADJUSTMENT", "true", Kind.OTHER),
+    ("ORDER_OPENED", "true", Kind.OTHER),
+    ("REPORT_AVAILABLE", "true", Kind.OTHER),
     ("RECURRING_CONTRACT", "true", Kind.OTHER),
     ("SOMETHING_NEW", "true", Kind.OTHER),
 ]
@@ -534,26 +545,217 @@ def test_refunds_land_on_the_payment_and_converge() -> None:
     assert (full.state, full.refunded_amount, full.amount) == (PaymentState.REFUNDED, 1000, 1000)
 
 
-@pytest.mark.parametrize(
-    ("fields", "message"),
-    [
-        ({"pspReference": None}, "pspReference is required"),
-        ({"pspReference": 7}, "pspReference must be a string"),
-        ({"eventCode": ""}, "eventCode is required"),
-        ({"success": "yes"}, "success"),
-        ({"amount": {"value": "10", "currency": "EUR"}}, "amount.value"),
-        ({"amount": [1]}, "amount must be an object"),
-        ({"eventDate": "yesterday"}, "eventDate"),
-    ],
-)
-def test_parse_errors(fields: dict[str, Any], message: str) -> None:
-    with pytest.raises(ParseError, match=message):
-        adapter().parse(request(body_of(item(**fields))))
+UNREADABLE = [
+    ({"pspReference": None}, "pspReference is required"),
+    ({"pspReference": 7}, "pspReference must be a string"),
+    ({"eventCode": ""}, "eventCode is required"),
+    ({"success": "yes"}, "success"),
+    ({"success": None}, "success"),
+    ({"originalReference": 991314}, "originalReference must be a string"),
+    ({"amount": {"value": "10", "currency": "EUR"}}, "amount.value"),
+    ({"amount": {"value": 10.5, "currency": "EUR"}}, "amount.value"),
+    ({"amount": {"value": 10, "currency": 978}}, "amount.currency"),
+    ({"amount": [1]}, "amount must be an object"),
+    ({"eventCode": "REFUND", "amount": {"currency": "EUR"}}, "how much was refunded"),
+    ({"eventCode": "REFUND", "amount": {"value": -5, "currency": "EUR"}}, "non-negative"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), UNREADABLE)
+def test_an_unreadable_item_is_dead_on_its_own(fields: dict[str, Any], message: str) -> None:
+    """What decides money is read strictly, but one bad item never sinks the batch."""
+    refund: dict[str, Any] = {"amount": {"currency": "EUR", "value": 300}, "pspReference": "R" * 16}
+    good = [item(), item("REFUND", originalReference="7914073381342284", **refund)]
+    bad = item(**{"pspReference": "B" * 16, **fields})
+    events = adapter().parse(request(body_of(good[0], bad, good[1])))
+    assert [e.error is None for e in events] == [True, False, True]
+    assert events[1].type == UNPARSEABLE_TYPE
+    assert events[1].error is not None and message in events[1].error
+    assert events[1].error.startswith("notificationItems[1]")
+    assert [e.kind for e in (events[0], events[2])] == [
+        Kind.PAYMENT_PAID,
+        Kind.PAYMENT_PARTIALLY_REFUNDED,
+    ]
 
 
 def test_parse_of_a_non_notification_is_a_parse_error() -> None:
     with pytest.raises(ParseError):
         adapter().parse(request(b"{}"))
+
+
+EVENT_DATES = [
+    # Adyen's documented format, with milliseconds, and UTC as Z: no warning.
+    ("2021-01-01T01:00:00+01:00", datetime(2021, 1, 1, tzinfo=UTC), False),
+    ("2019-05-06T17:15:34.121+02:00", datetime(2019, 5, 6, 15, 15, 34, 121000, tzinfo=UTC), False),
+    ("2024-02-09T10:19:48Z", datetime(2024, 2, 9, 10, 19, 48, tzinfo=UTC), False),
+    # ISO 8601 offsets RFC 3339 does not allow, no offset at all: read, with a warning.
+    ("2021-01-01T01:00:00+0100", datetime(2021, 1, 1, tzinfo=UTC), True),
+    ("2021-01-01T01:00:00", datetime(2021, 1, 1, 1, tzinfo=UTC), True),
+    # Unreadable: ignored, with a warning.
+    ("yesterday", None, True),
+    (1609459200, None, True),
+]
+
+
+@pytest.mark.parametrize(("value", "expected", "warned"), EVENT_DATES)
+def test_event_date_is_read_past(value: object, expected: datetime | None, warned: bool) -> None:
+    event = parse_one(item(eventDate=value))
+    assert event.error is None and event.kind is Kind.PAYMENT_PAID
+    assert event.occurred_at == expected
+    assert rules(event) == ({"adyen.event_date"} if warned else set())
+
+
+def rules(event: ParsedEvent) -> set[str]:
+    return {w["rule"] for w in event.warnings}
+
+
+@pytest.mark.parametrize(("value", "text"), [(True, "true"), (False, "false"), ("True", "true")])
+def test_success_as_a_boolean_or_another_case_is_read_with_a_warning(
+    value: object, text: str
+) -> None:
+    event = parse_one(item(success=value))
+    assert (event.data["success"], rules(event)) == (text, {"adyen.success_type"})
+    assert event.dedup_key == f"7914073381342284:AUTHORISATION:{text}"
+    assert event.kind is (Kind.PAYMENT_PAID if text == "true" else Kind.PAYMENT_FAILED)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(20251201, "20251201"), ({"a": 1}, None)])
+def test_merchant_reference_not_a_string_is_read_past(value: object, expected: str | None) -> None:
+    event = parse_one(item(merchantReference=value))
+    assert (event.reference, rules(event)) == (expected, {"adyen.merchant_reference"})
+    assert event.kind is Kind.PAYMENT_PAID
+
+
+@pytest.mark.parametrize(("live", "expected"), [(False, "false"), (True, "true"), (0, None)])
+def test_live_not_a_string_is_read_past(live: object, expected: str | None) -> None:
+    body = json.dumps({"live": live, "notificationItems": [{"NotificationRequestItem": item()}]})
+    (event,) = adapter().parse(request(body.encode()))
+    assert (event.data.get("live"), rules(event)) == (expected, {"adyen.live"})
+
+
+def test_notification_items_as_one_object_is_one_item() -> None:
+    provider = adapter()
+    body = json.dumps({"live": "false", "notificationItems": {"NotificationRequestItem": item()}})
+    signed = provider.sign(body.encode(), NOW)
+    provider.verify(request(signed.body, signed.headers), NOW)
+    (event,) = provider.parse(request(signed.body))
+    assert (event.kind, rules(event)) == (Kind.PAYMENT_PAID, {"adyen.notification_items_object"})
+
+
+def test_cancel_or_refund_without_an_action_is_a_cancel_with_a_warning() -> None:
+    entry = item("CANCEL_OR_REFUND", originalReference="7914073381342284", pspReference="C" * 16)
+    entry["additionalData"] = {}
+    event = parse_one(entry)
+    assert (event.kind, rules(event)) == (Kind.PAYMENT_CANCELED, {"adyen.modification_action"})
+    entry["additionalData"] = {"modification.action": "refund"}
+    assert rules(parse_one(entry)) == set()
+
+
+def test_an_event_code_adyen_does_not_document_is_other_with_a_warning() -> None:
+    event = parse_one(item("SOMETHING_NEW"))
+    assert (event.kind, rules(event)) == (Kind.OTHER, {"adyen.unknown_event_code"})
+    assert rules(parse_one(item("REPORT_AVAILABLE"))) == set()
+
+
+# Every eventCode Adyen documents for Standard webhooks (docs.adyen.com/development-resources/
+# webhooks/webhook-types, and the Webhooks OpenAPI `NotificationRequestItem.eventCode` enum):
+# each is mapped or ignored for a reason, none gets the "unknown" warning.
+DOCUMENTED_CODES = [
+    "AUTHORISATION", "AUTHORISATION_ADJUSTMENT", "AUTORESCUE", "CANCEL_AUTORESCUE",
+    "CANCELLATION", "CANCEL_OR_REFUND", "CAPTURE", "CAPTURE_FAILED", "CHARGEBACK",
+    "CHARGEBACK_REVERSED", "DISPUTE_DEFENSE_PERIOD_ENDED", "EXPIRE", "HANDLED_EXTERNALLY",
+    "INFORMATION_SUPPLIED", "ISSUER_COMMENTS", "MANUAL_REVIEW_ACCEPT", "MANUAL_REVIEW_REJECT",
+    "NOTIFICATION_OF_CHARGEBACK", "NOTIFICATION_OF_FRAUD", "OFFER_CLOSED", "ORDER_CLOSED",
+    "ORDER_OPENED", "PAIDOUT_REVERSED", "PAYOUT_DECLINE", "PAYOUT_EXPIRE", "PAYOUT_THIRDPARTY",
+    "PENDING", "POSTPONED_REFUND", "PREARBITRATION_LOST", "PREARBITRATION_WON",
+    "RECURRING_CONTRACT", "REFUND", "REFUNDED_REVERSED", "REFUND_FAILED", "REFUND_WITH_DATA",
+    "REPORT_AVAILABLE", "REQUEST_FOR_INFORMATION", "SECOND_CHARGEBACK", "TECHNICAL_CANCEL",
+    "VOID_PENDING_REFUND",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("code", DOCUMENTED_CODES)
+def test_every_documented_code_is_mapped_or_ignored_for_a_reason(code: str) -> None:
+    assert code in KNOWN_CODES
+    entry = item(code, originalReference="7914073381342284", pspReference="M" * 16)
+    event = parse_one(entry)
+    assert event.error is None and "adyen.unknown_event_code" not in rules(event)
+    assert (event.kind is Kind.OTHER) == (code in IGNORED_CODES)
+
+
+def test_refunds_name_their_own_reference_as_the_settlement() -> None:
+    refund = item("REFUND", originalReference="7914073381342284", pspReference="R" * 16)
+    failed = item("REFUND_FAILED", originalReference="7914073381342284", pspReference="R" * 16)
+    assert parse_one(refund).data["settlement_id"] == "R" * 16
+    assert parse_one(failed).data["settlement_id"] == "R" * 16
+    assert "settlement_id" not in parse_one(item()).data
+
+
+PSP = "7914073381342284"
+
+
+def modification(code: str, psp: str, value: int, minute: int) -> dict[str, Any]:
+    return item(
+        code,
+        originalReference=PSP,
+        pspReference=psp,
+        amount={"currency": "EUR", "value": value},
+        eventDate=f"2026-03-01T10:{minute:02d}:00+01:00",
+    )
+
+
+def every_order(
+    entries: list[dict[str, Any]], **options: Any
+) -> set[tuple[PaymentState, int | None, int]]:
+    events = adapter(**options).parse(request(body_of(*entries)))
+    found = set()
+    for order in itertools.permutations(list(enumerate(events))):
+        payment = ledger.replay_history("adyen", PSP, order, NOW)
+        found.add((payment.state, payment.amount, payment.refunded_amount))
+    return found
+
+
+AUTHORISED = item(amount={"currency": "EUR", "value": 1000}, eventDate="2026-03-01T10:00:00+01:00")
+
+
+@pytest.mark.parametrize("undo", ["REFUND_FAILED", "REFUNDED_REVERSED"])
+def test_a_failed_or_reversed_refund_gives_the_refund_back_in_any_order(undo: str) -> None:
+    refund = modification("REFUND", "R" * 16, 300, 5)
+    other = modification("REFUND", "S" * 16, 200, 6)
+    reversal = modification(undo, "R" * 16, 300, 9)
+    assert every_order([AUTHORISED, refund, other, reversal]) == {
+        (PaymentState.PARTIALLY_REFUNDED, 1000, 200)
+    }
+    assert every_order([AUTHORISED, refund, reversal]) == {(PaymentState.PAID, 1000, 0)}
+    full = modification("REFUND", "T" * 16, 1000, 5)
+    assert every_order([AUTHORISED, full, modification(undo, "T" * 16, 1000, 9)]) == {
+        (PaymentState.PAID, 1000, 0)
+    }
+
+
+@pytest.mark.parametrize("capture", ["automatic", "manual"])
+def test_a_failed_capture_is_not_paid_until_recaptured(capture: str) -> None:
+    steps = [AUTHORISED]
+    if capture == "manual":
+        steps.append(modification("CAPTURE", "C" * 16, 1000, 1))
+    failed = modification("CAPTURE_FAILED", "C" * 16, 1000, 3)
+    assert every_order([*steps, failed], capture=capture) == {(PaymentState.FAILED, 1000, 0)}
+    recaptured = modification("CAPTURE", "D" * 16, 1000, 20)
+    assert every_order([*steps, failed, recaptured], capture=capture) == {
+        (PaymentState.PAID, 1000, 0)
+    }
+
+
+def test_an_expired_authorisation_expires_only_if_nothing_was_captured() -> None:
+    expire = item(
+        "EXPIRE", amount={"currency": "EUR", "value": 1000}, eventDate="2026-03-08T10:00:00+01:00"
+    )
+    assert every_order([AUTHORISED, expire], capture="manual") == {(PaymentState.EXPIRED, 1000, 0)}
+    captured = modification("CAPTURE", "C" * 16, 1000, 1)
+    assert every_order([AUTHORISED, captured, expire], capture="manual") == {
+        (PaymentState.PAID, 1000, 0)
+    }
+    assert every_order([AUTHORISED, expire]) == {(PaymentState.PAID, 1000, 0)}
 
 
 def test_parse_tolerates_missing_optionals() -> None:

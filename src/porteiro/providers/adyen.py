@@ -21,7 +21,17 @@ payment is `originalReference` when present (Adyen sets it on modifications: cap
 refund, cancel, chargeback...) else `pspReference`, so a refund lands on its payment.
 `capture = "automatic"` (default: Adyen sends no CAPTURE then) makes a successful
 AUTHORISATION mean paid; `capture = "manual"` makes it authorized until CAPTURE.
+CAPTURE_FAILED undoes the capture (failed until a re-capture), REFUND_FAILED and
+REFUNDED_REVERSED take back the refund whose pspReference they carry (refunds and their
+reversals name it as `settlement_id`), EXPIRE expires what was not captured.
 Acknowledged with `[accepted]`. The Checkout API has no status read: no fetch_status.
+
+What is read strictly, what is read past (issue 21; docs/gateways/adyen.md): an item whose
+pspReference, eventCode, success, originalReference or amount cannot be read is stored
+dead on its own (`fields.each_item`) while the other items apply; a deviating eventDate,
+merchantReference, `live`, a boolean `success`, a CANCEL_OR_REFUND without
+`modification.action`, an event code Adyen does not document and `notificationItems` sent
+as one object are read the way Adyen means them, with a warning (`RULES`).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import json
 import random
 import string
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import httpx
@@ -63,14 +73,24 @@ ACCEPTED = b"[accepted]"
 _DIGEST_SIZE = 32  # HMAC-SHA256
 
 # Kinds of items with success "true"; AUTHORISATION and CANCEL_OR_REFUND depend on more
-# than the code and are decided in `event_kind`. Failed modifications (success "false",
-# CAPTURE_FAILED, REFUND_FAILED) change no money: `other`, kept for review.
+# than the code and are decided in `event_kind`. A modification with success "false" was
+# refused by Adyen's validation and changed no money: `other`, kept for review.
 SUCCESS_KINDS: Mapping[str, Kind] = {
     "CAPTURE": Kind.PAYMENT_PAID,
+    # The card scheme rejected the capture: the money never arrived (a re-capture, a later
+    # CAPTURE with reason "Transaction Recaptured", makes it paid again).
+    "CAPTURE_FAILED": Kind.PAYMENT_CAPTURE_FAILED,
     "CANCELLATION": Kind.PAYMENT_CANCELED,
     "TECHNICAL_CANCEL": Kind.PAYMENT_CANCELED,
     "REFUND": Kind.PAYMENT_PARTIALLY_REFUNDED,  # the ledger sums refunds up to "refunded"
+    # The scheme rejected the refund, or its amount came back to the merchant: that refund
+    # (by its pspReference) is taken back.
+    "REFUND_FAILED": Kind.PAYMENT_REFUND_REVERSED,
+    "REFUNDED_REVERSED": Kind.PAYMENT_REFUND_REVERSED,
+    # "The remaining uncaptured amount expired": authorized -> expired, captured stays paid.
+    "EXPIRE": Kind.PAYMENT_AUTHORIZATION_EXPIRED,
     "OFFER_CLOSED": Kind.PAYMENT_EXPIRED,
+    "PENDING": Kind.PAYMENT_CREATED,  # the payment waits for the shopper or the bank
     "NOTIFICATION_OF_CHARGEBACK": Kind.DISPUTE_OPENED,
     "REQUEST_FOR_INFORMATION": Kind.DISPUTE_OPENED,
     "CHARGEBACK": Kind.DISPUTE_LOST,
@@ -78,6 +98,46 @@ SUCCESS_KINDS: Mapping[str, Kind] = {
     "PREARBITRATION_LOST": Kind.DISPUTE_LOST,
     "CHARGEBACK_REVERSED": Kind.DISPUTE_WON,
     "PREARBITRATION_WON": Kind.DISPUTE_WON,
+}
+# Codes Adyen documents that change no payment's state here, and why (docs/gateways/adyen.md).
+# Stored as `other`, kept for review; a code in neither table also gets a warning.
+IGNORED_CODES: Mapping[str, str] = {
+    "AUTHORISATION_ADJUSTMENT": "a new authorised amount, not money moved",
+    "REFUND_WITH_DATA": "an unreferenced refund: no payment of ours to land on",
+    "VOID_PENDING_REFUND": "a pending in-person refund voided: no refund was booked",
+    "POSTPONED_REFUND": "a refund postponed, not made yet",
+    "ORDER_OPENED": "an order of partial payments, not a payment",
+    "ORDER_CLOSED": "an order of partial payments, not a payment (each has its own)",
+    "NOTIFICATION_OF_FRAUD": "a fraud report: no money moves",
+    "ISSUER_COMMENTS": "dispute correspondence: no money moves",
+    "DISPUTE_DEFENSE_PERIOD_ENDED": "a dispute deadline: no money moves",
+    "INFORMATION_SUPPLIED": "dispute correspondence: no money moves",
+    "HANDLED_EXTERNALLY": "handled outside Adyen: no money moves here",
+    "MANUAL_REVIEW_ACCEPT": "a risk review outcome; the payment's own events follow",
+    "MANUAL_REVIEW_REJECT": "a risk review outcome; the payment's own events follow",
+    "RECURRING_CONTRACT": "a stored payment method, not a payment",
+    "AUTORESCUE": "a retry scheduled; its AUTHORISATION follows",
+    "CANCEL_AUTORESCUE": "a retry called off",
+    "PAIDOUT_REVERSED": "a payout returned, not a payment",
+    "PAYOUT_THIRDPARTY": "a payout, not a payment",
+    "PAYOUT_DECLINE": "a payout, not a payment",
+    "PAYOUT_EXPIRE": "a payout, not a payment",
+    "REPORT_AVAILABLE": "a report to download, not a payment",
+}
+KNOWN_CODES = frozenset({"AUTHORISATION", "CANCEL_OR_REFUND", *SUCCESS_KINDS, *IGNORED_CODES})
+# Kinds whose `amount` is that of one refund (or its reversal): read as the settlement.
+_REFUND_KINDS = frozenset(
+    {Kind.PAYMENT_PARTIALLY_REFUNDED, Kind.PAYMENT_REFUNDED, Kind.PAYMENT_REFUND_REVERSED}
+)
+# Warnings (rule -> what it means); a metric label: keep the set small and fixed.
+RULES: Mapping[str, str] = {
+    "adyen.event_date": "eventDate not RFC 3339 with an offset: read as meant, or ignored",
+    "adyen.success_type": "success sent as a JSON boolean or in another case",
+    "adyen.merchant_reference": "merchantReference not a string: read as text or ignored",
+    "adyen.live": 'live not the string "true" or "false"',
+    "adyen.modification_action": "CANCEL_OR_REFUND without modification.action: a cancel",
+    "adyen.unknown_event_code": "an eventCode Adyen does not document: kept as other",
+    "adyen.notification_items_object": "notificationItems sent as one object, not a list",
 }
 _PSP_ALPHABET = string.ascii_uppercase + string.digits
 _SAMPLE_ZONE = timezone(timedelta(hours=1))  # Adyen dates carry an offset (CET here)
@@ -193,27 +253,41 @@ class AdyenProvider:
             document, items = _load(request.body)
         except _Unreadable as exc:
             raise ParseError(str(exc)) from None
-        live = document.get("live")
-        live_text = live if isinstance(live, str) else None
-        return [self._event(index, item, live_text) for index, item in enumerate(items)]
+        shared: list[dict[str, str]] = []  # deviations of the notification itself
+        if isinstance(document.get("notificationItems"), dict):
+            detail = "notificationItems is one object: read as a list of one"
+            shared.append(fields.warning("adyen.notification_items_object", detail))
+        live = _live(document.get("live"), shared)
 
-    def _event(self, index: int, item: Mapping[str, Any], live: str | None) -> ParsedEvent:
-        where = f"notificationItems[{index}]"
+        def read(item: dict[str, Any], where: str) -> list[ParsedEvent]:
+            return [fields.with_warnings(self._event(where, item, live), shared)]
+
+        return fields.each_item(items, read, where="notificationItems")
+
+    def _event(self, where: str, item: Mapping[str, Any], live: str | None) -> ParsedEvent:
+        warnings: list[dict[str, str]] = []
+        # Strict: which payment, what happened, how much. One of them unreadable makes
+        # this item unreadable (stored dead on its own), never the others.
         psp = fields.req_str(item, "pspReference", where=where, missing="is required")
         code = fields.req_str(item, "eventCode", where=where, missing="is required")
-        success = _success(item.get("success"), where)
+        success = _success(item.get("success"), where, warnings)
         original = fields.opt_str(item, "originalReference", where=where)
-        amount = item.get("amount")
-        amount = {} if amount is None else amount
-        if not isinstance(amount, dict):
-            raise ParseError(f"{where}.amount must be an object")
-        value = fields.opt_int(amount, "value", where=f"{where}.amount", non_negative=False)
-        currency = fields.opt_str(amount, "currency", where=f"{where}.amount")
         extra = item.get("additionalData")
         extra = extra if isinstance(extra, dict) else {}
         action = extra.get("modification.action")
-        action = action if isinstance(action, str) else None
-        date = item.get("eventDate")
+        action = action if isinstance(action, str) and action else None
+        kind = event_kind(code, success, action, manual_capture=self.manual_capture)
+        value, currency = _amount(item.get("amount"), where, refund=kind in _REFUND_KINDS)
+        if kind is Kind.PAYMENT_PARTIALLY_REFUNDED and value is None:
+            raise ParseError(f"{where}.amount.value is required: how much was refunded?")
+        if code == "CANCEL_OR_REFUND" and success == "true" and action is None:
+            detail = "CANCEL_OR_REFUND has no additionalData.modification.action: a cancel"
+            warnings.append(fields.warning("adyen.modification_action", detail))
+        if code not in KNOWN_CODES:
+            detail = f"eventCode {code[:40]!r} is not one Adyen documents: kept as other"
+            warnings.append(fields.warning("adyen.unknown_event_code", detail))
+        # Read past: when it happened, the merchant's reference, the rest.
+        occurred = _event_date(item.get("eventDate"), f"{where}.eventDate", warnings)
         details = {
             "psp_reference": psp,
             "original_reference": original,
@@ -223,18 +297,21 @@ class AdyenProvider:
             "reason": item.get("reason"),
             "modification_action": action,
             "live": live,
+            # The refund's own reference, which REFUND_FAILED / REFUNDED_REVERSED repeat.
+            "settlement_id": psp if kind in _REFUND_KINDS else None,
         }
-        return ParsedEvent(
+        event = ParsedEvent(
             dedup_key=f"{psp}:{code}:{success}",
-            kind=event_kind(code, success, action, manual_capture=self.manual_capture),
+            kind=kind,
             type=code,
             object_id=original or psp,
-            reference=fields.opt_str(item, "merchantReference", where=where),
+            reference=_merchant_reference(item.get("merchantReference"), where, warnings),
             amount=value,
-            currency=currency.upper() if currency else None,
-            occurred_at=fields.opt_rfc3339(date, field=f"{where}.eventDate"),
+            currency=currency,
+            occurred_at=occurred,
             data={key: text for key, text in details.items() if isinstance(text, str) and text},
         )
+        return fields.with_warnings(event, warnings)
 
     def ack(self) -> Ack:
         return Ack(status=200, body=ACCEPTED, content_type="text/plain")
@@ -302,6 +379,8 @@ def _load(raw: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not isinstance(document, dict):
         raise _Unreadable("not a JSON object")
     wrappers = document.get("notificationItems")
+    if isinstance(wrappers, dict):  # one item sent as an object: read as a list of one
+        wrappers = [wrappers]
     if not isinstance(wrappers, list) or not wrappers:
         raise _Unreadable("notificationItems must be a non-empty list")
     items = []
@@ -340,11 +419,84 @@ def _sign_item(item: dict[str, Any], key: bytes) -> None:
     item["additionalData"] = extra
 
 
-def _success(value: object, where: str) -> str:
-    text = str(value).lower() if isinstance(value, bool) else value
-    if text not in ("true", "false"):
+def _success(value: object, where: str, warnings: list[dict[str, str]]) -> str:
+    """Did it happen: "true" or "false" (Adyen sends strings); a JSON boolean or another
+    case says the same, with a warning; anything else makes the item unreadable."""
+    if value in ("true", "false"):
+        return str(value)
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        text = value.strip().lower()
+    else:
         raise ParseError(f'{where}.success must be "true" or "false"')
-    return str(text)
+    detail = f'{where}.success is {type(value).__name__} {value!r}: read as "{text}"'
+    warnings.append(fields.warning("adyen.success_type", detail))
+    return text
+
+
+def _amount(value: object, where: str, *, refund: bool) -> tuple[int | None, str | None]:
+    """`amount.value` in minor units (an integer, strictly) and `amount.currency`."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        raise ParseError(f"{where}.amount must be an object")
+    minor = fields.opt_int(value, "value", where=f"{where}.amount", non_negative=refund)
+    currency = fields.opt_str(value, "currency", where=f"{where}.amount")
+    return minor, currency.upper() if currency else None
+
+
+def _event_date(value: object, field: str, warnings: list[dict[str, str]]) -> datetime | None:
+    """When it happened (Adyen: `2021-01-01T01:00:00+01:00`). ISO 8601 with an offset that
+    RFC 3339 does not allow (`+0100`) is read with a warning; no offset, as UTC with a
+    warning; unreadable, ignored with a warning (the ledger orders by it, nothing more)."""
+    try:
+        return fields.opt_rfc3339(value, field=field)
+    except ParseError:
+        pass
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            detail = f"{field} is ISO 8601 but not RFC 3339: read with its offset"
+            warnings.append(fields.warning("adyen.event_date", detail))
+            return moment
+    return fields.lenient_time(
+        value, field=field, rule="adyen.event_date", warnings=warnings, naive=UTC
+    )
+
+
+def _merchant_reference(value: object, where: str, warnings: list[dict[str, str]]) -> str | None:
+    """The merchant's own reference: ancillary (the payment is the pspReference)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    field = f"{where}.merchantReference"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        detail = f"{field} is a number: read as text"
+        warnings.append(fields.warning("adyen.merchant_reference", detail))
+        return str(value)
+    detail = f"{field} is {type(value).__name__}, not text: ignored"
+    warnings.append(fields.warning("adyen.merchant_reference", detail))
+    return None
+
+
+def _live(value: object, warnings: list[dict[str, str]]) -> str | None:
+    """`live` is the string "true" or "false"; a boolean says the same (with a warning);
+    anything else is dropped with a warning. It decides nothing here."""
+    if value is None or value in ("true", "false"):
+        return None if value is None else str(value)
+    if isinstance(value, bool):
+        text: str | None = "true" if value else "false"
+        detail = f"live is a boolean: read as {text!r}"
+    else:
+        text = None
+        detail = f'live is {type(value).__name__}, not "true"/"false": ignored'
+    warnings.append(fields.warning("adyen.live", detail))
+    return text
 
 
 # -- samples ----------------------------------------------------------------------------
