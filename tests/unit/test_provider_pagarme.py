@@ -584,16 +584,222 @@ def test_unknown_event_without_data_id_is_still_parsed() -> None:
         (body_of({"id": "hook_x", "type": "charge.paid", "data": {"code": "c"}}), "data.id"),
         (v5("charge.paid", amount="12.50"), "data.amount"),
         (v5("charge.paid", amount=True), "data.amount"),
-        (v5("charge.paid", currency=986), "data.currency"),
         (v5("charge.paid", order={"id": 5}), "data.order.id"),
         (v5("charge.refunded", canceled_amount="x"), "canceled_amount"),
         (v5("charge.refunded", last_transaction={"amount": -1}), "last_transaction"),
-        (body_of({**CHARGE_PAID, "created_at": "28/11/2024"}), "created_at"),
+        (v5("charge.created", status=3), "data.status"),
+        (v5("order.canceled", charges=[{"canceled_amount": "x", "paid_amount": 1}]), "canceled"),
     ],
 )
 def test_parse_errors_say_why(body: bytes, reason: str) -> None:
     with pytest.raises(ParseError, match=reason):
         parse_one(body)
+
+
+# -- parse: the gateway's own bodies (issue 21) -----------------------------------------------
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateways" / "pagarme"
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+def rules(event: ParsedEvent) -> list[str]:
+    return [w["rule"] for w in event.warnings]
+
+
+def test_the_docs_order_paid_example_reads_its_naive_created_at_as_utc() -> None:
+    # docs.pagar.me/reference/exemplo-de-webhook-1: "created_at": "2017-06-29T20:23:47".
+    event = parse_one(fixture("order-paid-docs-example.json"))
+    assert (event.kind, event.object_id, event.amount) == (
+        Kind.PAYMENT_PAID,
+        "or_PorteiroOrder0001",
+        15990,
+    )
+    assert event.occurred_at == datetime(2017, 6, 29, 20, 23, 47, tzinfo=UTC)
+    assert rules(event) == ["pagarme.timestamp_without_offset"]
+    assert "fulano" not in json.dumps(event.warnings).lower()  # no personal data
+
+
+@pytest.mark.parametrize("created_at", ["29/06/2017 20:23:47", "yesterday", 1498767827, True])
+def test_an_unreadable_created_at_is_a_warning_not_a_dead_letter(created_at: object) -> None:
+    body = json.loads(fixture("charge-paid-card.json"))
+    event = parse_one(body_of({**body, "created_at": created_at}))
+    assert (event.kind, event.object_id, event.occurred_at) == (
+        Kind.PAYMENT_PAID,
+        "or_PorteiroOrder0006",
+        None,
+    )
+    assert rules(event) == ["pagarme.timestamp_unreadable"]
+
+
+def test_offsets_and_fractions_need_no_warning() -> None:
+    event = parse_one(fixture("charge-paid-pix.json"))  # 2025-01-06T18:41:02.5731829Z
+    assert event.occurred_at == datetime(2025, 1, 6, 18, 41, 2, 573182, tzinfo=UTC)
+    assert not event.warnings
+
+
+def test_charge_created_with_status_paid_is_paid() -> None:
+    event = parse_one(fixture("charge-created-paid.json"))
+    assert (event.kind, event.type, event.object_id, event.amount) == (
+        Kind.PAYMENT_PAID,
+        "charge.created",
+        "or_PorteiroOrder0005",
+        15000,
+    )
+    assert rules(event) == ["pagarme.status_ahead_of_type"]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "status", "kind"),
+    [
+        ("order.created", "paid", Kind.PAYMENT_PAID),
+        ("order.created", "failed", Kind.PAYMENT_FAILED),
+        ("order.created", "canceled", Kind.PAYMENT_CANCELED),
+        ("order.pending", "paid", Kind.PAYMENT_PAID),
+        ("charge.pending", "paid", Kind.PAYMENT_PAID),
+        ("charge.created", "overpaid", Kind.PAYMENT_PAID),
+        ("charge.processing", "paid", Kind.PAYMENT_PAID),
+        ("order.updated", "paid", Kind.PAYMENT_PAID),
+        ("order.closed", "paid", Kind.PAYMENT_PAID),
+        ("charge.antifraud_reproved", "failed", Kind.PAYMENT_FAILED),
+        ("charge.created", "chargedback", Kind.DISPUTE_LOST),
+    ],
+)
+def test_a_status_further_along_than_the_name_wins(
+    event_type: str, status: str, kind: Kind
+) -> None:
+    event = parse_one(v5(event_type, status=status))
+    assert (event.kind, event.type) == (kind, event_type)
+    assert rules(event) == ["pagarme.status_ahead_of_type"]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "status"),
+    [
+        ("order.created", "pending"),
+        ("charge.pending", "pending"),
+        ("charge.processing", "processing"),
+        ("order.updated", "pending"),
+        ("order.closed", "processing"),
+    ],
+)
+def test_progress_statuses_are_created_without_warning(event_type: str, status: str) -> None:
+    event = parse_one(v5(event_type, status=status))
+    assert (event.kind, list(event.warnings)) == (Kind.PAYMENT_CREATED, [])
+
+
+@pytest.mark.parametrize(
+    ("event_type", "status", "kind", "warned"),
+    [
+        # A money-moving name keeps its meaning: a status behind it is warned, never obeyed.
+        ("charge.paid", "pending", Kind.PAYMENT_PAID, True),
+        ("order.paid", "processing", Kind.PAYMENT_PAID, True),
+        ("charge.refunded", "canceled", Kind.PAYMENT_REFUNDED, False),
+        ("charge.partial_canceled", "paid", Kind.PAYMENT_PARTIALLY_REFUNDED, False),
+        ("charge.chargedback", "chargedback", Kind.DISPUTE_LOST, False),
+        ("charge.payment_failed", "pending", Kind.PAYMENT_FAILED, True),
+        # Not even a later status moves it elsewhere: the name is the fact it reports.
+        ("charge.paid", "canceled", Kind.PAYMENT_PAID, False),
+        ("charge.payment_failed", "paid", Kind.PAYMENT_FAILED, False),
+        # Underpaid money never makes the order paid, whatever the status says.
+        ("charge.underpaid", "paid", Kind.OTHER, False),
+        # Only orders and charges have these statuses.
+        ("invoice.created", "paid", Kind.OTHER, False),
+        ("subscription.created", "canceled", Kind.OTHER, False),
+    ],
+)
+def test_an_event_named_after_money_keeps_its_name(
+    event_type: str, status: str, kind: Kind, warned: bool
+) -> None:
+    event = parse_one(v5(event_type, status=status, paid_amount=900))
+    assert event.kind is kind
+    assert rules(event) == (["pagarme.status_behind_type"] if warned else [])
+
+
+def test_status_of_other_entities_is_not_read() -> None:
+    event = parse_one(v5("recipient.updated", status={"odd": True}))
+    assert (event.kind, "status" in event.data) == (Kind.OTHER, False)
+
+
+def test_ancillary_fields_that_deviate_are_read_past() -> None:
+    event = parse_one(v5("charge.paid", currency=986, code=1303624, order=["or_1"]))
+    assert (event.kind, event.object_id) == (Kind.PAYMENT_PAID, "ch_1")
+    assert (event.currency, event.reference, event.amount) == (None, "1303624", 1000)
+    assert rules(event) == ["pagarme.ancillary_field"] * 3
+    details = " ".join(w["detail"] for w in event.warnings)
+    assert "data.order is a JSON array" in details and "data.code is a number" in details
+
+
+def test_a_last_transaction_that_is_not_an_object_is_read_past() -> None:
+    event = parse_one(v5("charge.refunded", canceled_amount=1000, last_transaction=[{}]))
+    assert (event.kind, event.amount, event.refunded_total) == (Kind.PAYMENT_REFUNDED, None, 1000)
+    assert rules(event) == ["pagarme.ancillary_field"]
+
+
+def test_refund_amount_comes_only_from_a_refund_transaction() -> None:
+    body = v5(
+        "charge.partial_canceled",
+        canceled_amount=300,
+        last_transaction={"amount": 1000, "status": "captured"},
+    )
+    event = parse_one(body)
+    assert (event.amount, event.refunded_total) == (None, 300)
+    assert rules(event) == ["pagarme.ancillary_field"]
+    refund = parse_one(fixture("charge-partial-canceled.json"))
+    assert (refund.amount, refund.refunded_total, list(refund.warnings)) == (5000, 5000, [])
+    assert refund.data["payment_amount"] == 21700
+
+
+def test_full_refund_fixture() -> None:
+    event = parse_one(fixture("charge-refunded.json"))
+    assert (event.kind, event.object_id, event.amount, event.refunded_total) == (
+        Kind.PAYMENT_REFUNDED,
+        "or_PorteiroOrder0006",
+        16700,
+        21700,
+    )
+
+
+def test_order_canceled_after_payment_is_a_refund() -> None:
+    paid = {"id": "ch_a", "amount": 1000, "paid_amount": 1000, "canceled_amount": 1000}
+    event = parse_one(v5("order.canceled", id="or_1", status="canceled", charges=[paid]))
+    assert (event.kind, event.refunded_total, event.amount) == (Kind.PAYMENT_REFUNDED, 1000, None)
+    assert event.data["payment_amount"] == 1000
+    part = {**paid, "canceled_amount": 400}
+    event = parse_one(v5("order.canceled", id="or_1", status="canceled", charges=part))
+    assert (event.kind, event.refunded_total) == (Kind.PAYMENT_PARTIALLY_REFUNDED, 400)
+    assert rules(event) == ["pagarme.list_as_object"]
+
+
+def test_order_canceled_before_payment_is_canceled() -> None:
+    event = parse_one(fixture("order-canceled-boleto.json"))
+    assert (event.kind, event.object_id, event.refunded_total) == (
+        Kind.PAYMENT_CANCELED,
+        "or_PorteiroOrder0009",
+        None,
+    )
+    assert event.data["payment_amount"] == 3000
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "object_id", "method"),
+    [
+        ("order-created-pix.json", Kind.PAYMENT_CREATED, "or_PorteiroOrder0002", None),
+        ("charge-paid-pix.json", Kind.PAYMENT_PAID, "or_PorteiroOrder0002", "pix"),
+        ("order-payment-failed.json", Kind.PAYMENT_FAILED, "or_PorteiroOrder0003", None),
+        ("charge-created-boleto.json", Kind.PAYMENT_CREATED, "or_PorteiroOrder0008", "boleto"),
+        ("charge-paid-boleto.json", Kind.PAYMENT_PAID, "or_PorteiroOrder0008", "boleto"),
+        ("charge-chargedback.json", Kind.DISPUTE_LOST, "or_PorteiroOrder0007", "credit_card"),
+    ],
+)
+def test_fixture_bodies_parse_without_warnings(
+    name: str, kind: Kind, object_id: str, method: str | None
+) -> None:
+    event = parse_one(fixture(name))
+    assert (event.kind, event.object_id, list(event.warnings)) == (kind, object_id, [])
+    assert event.data.get("payment_method") == method
 
 
 # -- parse: legacy v4 ----------------------------------------------------------------------------

@@ -17,7 +17,16 @@ Events: one per v5 delivery, keyed by the hook id. The payment is the ORDER, so 
 events are filed under `data.order.id` when present. Refund events carry the cumulative
 refunded amount in `refunded_total` (the charge's `canceled_amount`; for `charge.refunded`
 without it, the charge amount) and, in `amount`, the last transaction's amount when given.
+Where the object's own `status` is further along than the event's name (`charge.created`
+of a card captured at once: status `paid`), the status decides; an event named after a
+money movement (paid, refunded, charged back, failed, canceled) keeps its name's meaning.
 Legacy v4 postbacks (JSON or form-encoded, `current_status`) are keyed `{id}:{status}`.
+
+What is read strictly and what is read past (issue 21's rule): ids, `type`, `status`,
+amounts (integer centavos) decide money and fail the delivery when malformed; timestamps
+(naive ones are UTC, as Pagar.me writes them), `code`, `currency`, the shape of
+`last_transaction` / `charges` / `order` are ancillary: a deviation is read the way
+Pagar.me means it and kept on the event as a warning (`RULES`).
 """
 
 from __future__ import annotations
@@ -89,16 +98,56 @@ LEGACY_KINDS: Mapping[str, Kind] = {
     "paid": Kind.PAYMENT_PAID,
     "refunded": Kind.PAYMENT_REFUNDED,
     "refused": Kind.PAYMENT_FAILED,
+    "chargedback": Kind.DISPUTE_LOST,
 }
-# Status reads for reconciliation: GET /orders/{id} (or /charges/{id} for a ch_ id).
+# Status reads for reconciliation (GET /orders/{id}, /charges/{id}) and v5 events whose
+# name is not a money movement: see STATUS_KINDS.
+# Where the object's own status decides instead of the event's name: events that name no
+# money movement (created, pending, processing, updated, closed, antifraud_*...), whose
+# data may already be paid, failed or canceled. Status words, order and charge alike.
 STATUS_KINDS: Mapping[str, Kind] = {
     "pending": Kind.PAYMENT_CREATED,
     "processing": Kind.PAYMENT_CREATED,
     "paid": Kind.PAYMENT_PAID,
+    "overpaid": Kind.PAYMENT_PAID,
     "failed": Kind.PAYMENT_FAILED,
     "canceled": Kind.PAYMENT_CANCELED,
     "chargedback": Kind.DISPUTE_LOST,
 }
+# Events named after a money movement or an end: their name decides, whatever the status.
+_NAMED_KINDS = frozenset(
+    {
+        Kind.PAYMENT_PAID,
+        Kind.PAYMENT_FAILED,
+        Kind.PAYMENT_CANCELED,
+        Kind.PAYMENT_REFUNDED,
+        Kind.PAYMENT_PARTIALLY_REFUNDED,
+        Kind.DISPUTE_LOST,
+    }
+)
+# The entities whose `data.status` is an order's or a charge's.
+_STATUS_ENTITIES = ("order.", "charge.")
+# Transaction statuses of a refund (card `refunded`/`voided` and their partial forms,
+# Pix `refunded`): only then is `last_transaction.amount` the amount given back.
+_REFUND_TRANSACTIONS = frozenset(
+    {"refunded", "partial_refunded", "voided", "partial_void", "partial_voided"}
+)
+
+# Warning rules (metric labels: a small fixed set). What each one reads past:
+RULE_NAIVE_TIME = "pagarme.timestamp_without_offset"  # read as UTC
+RULE_BAD_TIME = "pagarme.timestamp_unreadable"  # ignored (no occurred_at)
+RULE_STATUS_AHEAD = "pagarme.status_ahead_of_type"  # the status decided
+RULE_STATUS_BEHIND = "pagarme.status_behind_type"  # the event's name decided
+RULE_FIELD = "pagarme.ancillary_field"  # code/currency/order/last_transaction: odd type
+RULE_LIST = "pagarme.list_as_object"  # `charges` sent as one object: read as a list of one
+RULES = (
+    RULE_NAIVE_TIME,
+    RULE_BAD_TIME,
+    RULE_STATUS_AHEAD,
+    RULE_STATUS_BEHIND,
+    RULE_FIELD,
+    RULE_LIST,
+)
 CHARGES_PAGE = 100  # the API's largest `size`
 MAX_PAGES = 10_000
 _HUB_ALGORITHMS = ("sha1", "sha256")
@@ -224,7 +273,8 @@ class PagarmeProvider:
             for charge in data:
                 if not isinstance(charge, dict) or not isinstance(charge.get("status"), str):
                     raise GatewayError("pagarme GET charges: a charge without status")
-                created = fields.opt_rfc3339(charge.get("created_at"), field="created_at")
+                # Ancillary: a naive time is UTC, an unreadable one keeps the charge in.
+                created = _time(charge.get("created_at"), "created_at", [])
                 if created is not None and not since <= created < until:
                     continue  # the API's bounds are inclusive
                 order = charge.get("order")
@@ -342,49 +392,175 @@ def _v5_event(body: Mapping[str, Any]) -> ParsedEvent:
     data = body.get("data")
     if not isinstance(data, dict):
         raise ParseError("data must be a JSON object")
-    kind = V5_KINDS.get(event_type, Kind.OTHER)
+    warnings: list[dict[str, str]] = []
     is_charge = event_type.startswith("charge.")
-    order = data.get("order") if is_charge else None
-    order = order if isinstance(order, dict) else {}
+    order = _object(data, "order", "data", warnings) if is_charge else {}
     object_id = _order_first(order, data, "id")
+    # An order's or a charge's status can decide the kind: strict there, only kept elsewhere.
+    has_status = event_type.startswith(_STATUS_ENTITIES)
+    raw_status = data.get("status")
+    status = fields.opt_str(data, "status", where="data") if has_status else None
+    amount = fields.opt_int(data, "amount", where="data")
+    named = V5_KINDS.get(event_type, Kind.OTHER)
+    kind = _v5_kind(event_type, named, status, warnings)
     if object_id is None and kind is not Kind.OTHER:
         raise ParseError(f"{event_type}: data.id is required")
-    amount = fields.opt_int(data, "amount", where="data")
     refunded_total: int | None = None
+    payment_amount: int | None = None
     if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
         refunded_total = fields.opt_int(data, "canceled_amount", where="data")
         if refunded_total is None and kind is Kind.PAYMENT_REFUNDED:
             refunded_total = amount  # fully refunded: everything charged came back
-        last = data.get("last_transaction")
-        last = last if isinstance(last, dict) else {}
-        amount = fields.opt_int(last, "amount", where="data.last_transaction")
-    created = body.get("created_at")
-    currency = fields.opt_str(data, "currency", where="data")
+        payment_amount = amount
+        amount = _refund_amount(data, warnings)
+    elif kind is Kind.PAYMENT_CANCELED:
+        # Pagar.me calls a refund a cancellation: an order.canceled whose charges had
+        # been paid gave the money back (the status reads read it the same way).
+        refunded = _refunded(data, warnings)
+        if refunded:
+            full = amount is not None and refunded >= amount
+            kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
+            refunded_total, payment_amount, amount = refunded, amount, None
+    if kind in (Kind.PAYMENT_FAILED, Kind.PAYMENT_CANCELED, Kind.DISPUTE_LOST):
+        payment_amount = amount  # what was due: the ledger keeps it for a payment never paid
     account = body.get("account")
-    details = {
-        "status": data.get("status"),
+    details: dict[str, Any] = {
+        "status": raw_status,
         "charge_id": data.get("id") if is_charge else None,
         "payment_method": data.get("payment_method"),
         "account_id": account.get("id") if isinstance(account, dict) else None,
         "anomaly": _amount_mismatch(event_type, data),
     }
-    return ParsedEvent(
+    kept: dict[str, Any] = {k: v for k, v in details.items() if isinstance(v, str)}
+    if payment_amount is not None:
+        kept["payment_amount"] = payment_amount
+    currency = _ancillary_str(data, "currency", "data", warnings, digits=False)
+    event = ParsedEvent(
         dedup_key=hook_id,
         kind=kind,
         type=event_type,
         object_id=object_id,
-        reference=_order_first(order, data, "code"),
+        reference=_reference(order, data, warnings),
         amount=amount,
         currency=currency.upper() if currency else None,
-        occurred_at=fields.opt_rfc3339(created, field="created_at"),
+        occurred_at=_time(body.get("created_at"), "created_at", warnings),
         refunded_total=refunded_total,
-        data={key: value for key, value in details.items() if isinstance(value, str)},
+        data=kept,
     )
+    return fields.with_warnings(event, warnings)
+
+
+def _v5_kind(
+    event_type: str, named: Kind, status: str | None, warnings: list[dict[str, str]]
+) -> Kind:
+    """The event's kind: its name's, unless the name moves no money and the object's own
+    status is further along (then the status's, with a warning). A status behind a
+    money-moving name (charge.paid still `pending`) leaves the name's kind, warned."""
+    if not event_type.startswith(_STATUS_ENTITIES) or status is None:
+        return named
+    by_status = STATUS_KINDS.get(status)
+    if by_status is None:
+        return named
+    if named in _NAMED_KINDS:
+        if by_status is Kind.PAYMENT_CREATED:
+            detail = f"{event_type} with data.status {status!r}: read as its name says"
+            warnings.append(fields.warning(RULE_STATUS_BEHIND, detail))
+        return named
+    if named is Kind.OTHER and event_type in AMOUNT_MISMATCH:
+        return named  # charge.underpaid: recorded as an anomaly, never as paid
+    if by_status is Kind.PAYMENT_CREATED:
+        return Kind.PAYMENT_CREATED if named is Kind.OTHER else named
+    detail = f"{event_type} with data.status {status!r}: read as {by_status.value}"
+    warnings.append(fields.warning(RULE_STATUS_AHEAD, detail))
+    return by_status
+
+
+def _refund_amount(data: Mapping[str, Any], warnings: list[dict[str, str]]) -> int | None:
+    """This refund's own amount: `last_transaction.amount` when the last transaction is
+    the refund (its status says so, or it names none); else None (the cumulative
+    `canceled_amount` still counts)."""
+    last = _object(data, "last_transaction", "data", warnings)
+    amount = fields.opt_int(last, "amount", where="data.last_transaction")
+    status = last.get("status")
+    if (
+        amount is None
+        or status is None
+        or (isinstance(status, str) and status in _REFUND_TRANSACTIONS)
+    ):
+        return amount
+    detail = f"data.last_transaction.status {str(status)[:32]!r} is not a refund: amount unused"
+    warnings.append(fields.warning(RULE_FIELD, detail))
+    return None
+
+
+def _object(
+    data: Mapping[str, Any], key: str, where: str, warnings: list[dict[str, str]]
+) -> Mapping[str, Any]:
+    """An ancillary sub-object; absent or null is {}, another type {} with a warning."""
+    value = data.get(key)
+    if value is None or isinstance(value, dict):
+        return value or {}
+    detail = f"{where}.{key} is a JSON {_json_type(value)}, not an object: ignored"
+    warnings.append(fields.warning(RULE_FIELD, detail))
+    return {}
 
 
 def _order_first(order: Mapping[str, Any], data: Mapping[str, Any], key: str) -> str | None:
     """`key` of the charge's order when the event names one, else of `data` itself."""
     return fields.opt_str(order, key, where="data.order") or fields.opt_str(data, key, where="data")
+
+
+def _reference(
+    order: Mapping[str, Any], data: Mapping[str, Any], warnings: list[dict[str, str]]
+) -> str | None:
+    """The merchant's `code` (of the order first): ancillary, so a number is read as its
+    digits and another type ignored, with a warning."""
+    where = "data.order" if order.get("code") is not None else "data"
+    return _ancillary_str(order if where == "data.order" else data, "code", where, warnings)
+
+
+def _ancillary_str(
+    obj: Mapping[str, Any],
+    key: str,
+    where: str,
+    warnings: list[dict[str, str]],
+    *,
+    digits: bool = True,
+) -> str | None:
+    """A string that decides no money; a number is read as its digits when `digits`
+    (a code), anything else is ignored, with a warning either way."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value or None
+    if digits and isinstance(value, int) and not isinstance(value, bool):
+        detail = f"{where}.{key} is a number, not a string: read as its digits"
+        warnings.append(fields.warning(RULE_FIELD, detail))
+        return str(value)
+    detail = f"{where}.{key} is a JSON {_json_type(value)}, not a string: ignored"
+    warnings.append(fields.warning(RULE_FIELD, detail))
+    return None
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _time(value: object, field: str, warnings: list[dict[str, str]]) -> datetime | None:
+    """An ancillary timestamp. Pagar.me writes UTC, sometimes without the offset (its own
+    docs' example: `2017-06-29T20:23:47`): read as UTC, with a warning; unreadable, None
+    with a warning. Never a reason to dead-letter."""
+    seen: list[dict[str, str]] = []
+    moment = fields.lenient_time(value, field=field, rule=RULE_NAIVE_TIME, warnings=seen, naive=UTC)
+    if moment is None:
+        seen = [fields.warning(RULE_BAD_TIME, w["detail"]) for w in seen]
+    warnings.extend(seen)
+    return moment
 
 
 def _amount_mismatch(event_type: str, data: Mapping[str, Any]) -> str | None:
@@ -396,33 +572,64 @@ def _amount_mismatch(event_type: str, data: Mapping[str, Any]) -> str | None:
 
 
 def _legacy_event(body: Mapping[str, Any]) -> ParsedEvent:
+    """A v4 postback: `id`, `current_status` (strict), and the transaction when it comes
+    along (`transaction[amount]`... form fields, or a `transaction` object in JSON)."""
     transaction_id = body.get("id")
     if isinstance(transaction_id, bool) or not isinstance(transaction_id, int | str):
         raise ParseError("legacy postback: id must be a number or a string")
+    if transaction_id == "":
+        raise ParseError("legacy postback: id must be a number or a string")
     status = fields.req_str(body, "current_status")
     event = body.get("event")
-    return ParsedEvent(
+    transaction = body.get("transaction")
+    nested = transaction if isinstance(transaction, dict) else {}
+    warnings: list[dict[str, str]] = []
+    kind = LEGACY_KINDS.get(status, Kind.OTHER)
+    amount = _legacy_int(body, nested, "amount")
+    refunded = _legacy_int(body, nested, "refunded_amount")
+    updated = nested.get("date_updated", body.get("transaction[date_updated]"))
+    legacy = ParsedEvent(
         dedup_key=f"{transaction_id}:{status}",
-        kind=LEGACY_KINDS.get(status, Kind.OTHER),
+        kind=kind,
         type=event if isinstance(event, str) and event else "transaction_status_changed",
         object_id=str(transaction_id),
-        data={"current_status": status, "old_status": str(body.get("old_status", ""))},
+        amount=amount if kind is not Kind.PAYMENT_REFUNDED else None,
+        occurred_at=_time(updated, "transaction.date_updated", warnings),
+        refunded_total=refunded if kind is Kind.PAYMENT_REFUNDED and refunded else None,
+        data={
+            "current_status": status,
+            "old_status": str(body.get("old_status", "")),
+            **({"payment_amount": amount} if kind is Kind.PAYMENT_REFUNDED and amount else {}),
+        },
     )
+    return fields.with_warnings(legacy, warnings)
+
+
+def _legacy_int(body: Mapping[str, Any], nested: Mapping[str, Any], key: str) -> int | None:
+    """A v4 amount in centavos: an integer in JSON, digits in a form field."""
+    if key in nested:
+        return fields.opt_int(nested, key, where="transaction")
+    value = body.get(f"transaction[{key}]")
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise ParseError(f"transaction[{key}] must be an integer amount in centavos")
 
 
 def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) -> ParsedEvent:
     """A status snapshot of an order or a charge. Pagar.me calls a refund a cancellation:
     a paid charge with a `canceled_amount` is (partially) refunded, not canceled."""
     status = str(resource["status"])
-    updated = resource.get("updated_at")
+    warnings: list[dict[str, str]] = []
     try:
-        occurred = fields.opt_rfc3339(updated, field="updated_at")
         amount = fields.opt_int(resource, "amount")
-        currency = fields.opt_str(resource, "currency")
-        reference = fields.opt_str(resource, "code")
-        refunded = _refunded(resource)
+        refunded = _refunded(resource, warnings)
     except ParseError as exc:
         raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
+    currency = _ancillary_str(resource, "currency", collection[:-1], warnings, digits=False)
+    reference = _ancillary_str(resource, "code", collection[:-1], warnings)
+    occurred = _time(resource.get("updated_at"), "updated_at", warnings)
     kind = STATUS_KINDS.get(status, Kind.OTHER)
     data: dict[str, Any] = {"origin": "reconcile", "status": status}
     refunded_total = None
@@ -431,7 +638,7 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
         kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
         data["payment_amount"] = amount
         refunded_total, amount = refunded, None
-    return ParsedEvent(
+    snapshot = ParsedEvent(
         # `:refunded:{total}` once money came back: each new refund total is a new fact.
         dedup_key=snapshot_key(object_id, status, *(("refunded", refunded) if refunded else ())),
         kind=kind,
@@ -444,12 +651,17 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
         refunded_total=refunded_total,
         data=data,
     )
+    return fields.with_warnings(snapshot, warnings)
 
 
-def _refunded(resource: Mapping[str, Any]) -> int:
+def _refunded(resource: Mapping[str, Any], warnings: list[dict[str, str]]) -> int:
     """Money given back: `canceled_amount` of the charges that were paid (an order's
     `charges`, or the charge itself). Canceling an unpaid charge refunds nothing."""
     charges = resource.get("charges")
+    if isinstance(charges, dict):
+        detail = "charges is one JSON object, not a list: read as a list of one"
+        warnings.append(fields.warning(RULE_LIST, detail))
+        charges = [charges]
     items = [c for c in charges if isinstance(c, dict)] if isinstance(charges, list) else [resource]
     total = 0
     for charge in items:
