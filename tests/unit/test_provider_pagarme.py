@@ -848,10 +848,41 @@ def test_legacy_form_postback_verifies_and_parses() -> None:
     )
 
 
+def test_legacy_form_postbacks_carry_the_transaction_amounts() -> None:
+    paid = parse_one(fixture("postback-v4-paid.form"))
+    assert (paid.kind, paid.object_id, paid.amount) == (Kind.PAYMENT_PAID, "7700002", 5000)
+    assert paid.occurred_at == datetime(2017, 5, 12, 10, 0, tzinfo=UTC)
+    refunded = parse_one(fixture("postback-v4-refunded.form"))
+    assert (refunded.kind, refunded.amount, refunded.refunded_total) == (
+        Kind.PAYMENT_REFUNDED,
+        None,
+        5000,
+    )
+    assert refunded.data["payment_amount"] == 5000
+    assert not paid.warnings and not refunded.warnings
+
+
+def test_legacy_json_postback_with_a_transaction_object() -> None:
+    body = body_of(
+        {
+            "id": 7,
+            "object": "transaction",
+            "current_status": "chargedback",
+            "transaction": {"amount": 990, "date_updated": "2017-05-12T10:00:00"},
+        }
+    )
+    event = parse_one(body)
+    assert (event.kind, event.amount) == (Kind.DISPUTE_LOST, 990)
+    assert [w["rule"] for w in event.warnings] == ["pagarme.timestamp_without_offset"]
+
+
 @pytest.mark.parametrize(
     "body",
     [
         b"id=1&object=transaction",
+        b"id=&object=transaction&current_status=paid",
+        b"id=1&object=transaction&current_status=paid&transaction%5Bamount%5D=10.00",
+        b'{"id": 1, "current_status": "paid", "transaction": {"amount": "10"}}',
         b'{"object": "transaction", "current_status": "paid"}',
         b'{"id": true, "object": "transaction", "current_status": "paid"}',
         b'{"id": 1, "object": "transaction", "current_status": 3}',
@@ -935,6 +966,32 @@ ORDERS = {
     },
     "ch_late": {"id": "ch_late", "amount": 100, "currency": "BRL", "status": "pending"},
     "or_weird": {"id": "or_weird", "status": "paid", "amount": "lots"},
+    # GET /orders as Pagar.me's docs print it: timestamps without an offset (UTC).
+    "or_naive": {
+        "id": "or_naive",
+        "code": 1303724,
+        "amount": 12356,
+        "currency": "BRL",
+        "status": "paid",
+        "created_at": "2022-06-29T20:23:42",
+        "updated_at": "2022-06-29T20:23:47",
+    },
+    "ch_badtime": {"id": "ch_badtime", "amount": 100, "status": "paid", "updated_at": "ontem"},
+}
+# GET /charges (list_window): one page, in the docs' naive time format.
+CHARGE_PAGE = {
+    "data": [
+        {
+            "id": "ch_in",
+            "amount": 700,
+            "status": "paid",
+            "created_at": "2024-11-28T12:00:00",
+            "order": {"id": "or_in"},
+        },
+        {"id": "ch_before", "amount": 1, "status": "paid", "created_at": "2024-11-27T23:59:59"},
+        {"id": "ch_odd", "amount": 800, "status": "pending", "created_at": "28/11/2024"},
+    ],
+    "paging": {"total": 3},
 }
 
 
@@ -956,6 +1013,7 @@ async def gateway(keys: Keys) -> AsyncIterator[Gateway]:
     app = Starlette(
         routes=[
             Route("/.well-known/jwks.json", jwks),
+            Route("/core/v5/charges", lambda _: JSONResponse(CHARGE_PAGE)),
             Route("/core/v5/orders/{id}", resource),
             Route("/core/v5/charges/{id}", resource),
         ]
@@ -1088,3 +1146,31 @@ async def test_fetch_status_failures_are_gateway_errors(gateway: Gateway) -> Non
 async def test_fetch_status_without_api_key_is_none() -> None:
     async with httpx.AsyncClient() as http:
         assert await PagarmeProvider(source()).fetch_status("or_1", http) is None
+
+
+async def test_status_reads_take_naive_timestamps_as_utc(gateway: Gateway) -> None:
+    adapter = PagarmeProvider(source(api_key="k", api_base_url=gateway.url + "/core/v5"))
+    async with httpx.AsyncClient() as http:
+        order = await adapter.fetch_status("or_naive", http)
+        charge = await adapter.fetch_status("ch_badtime", http)
+    assert order is not None and charge is not None
+    assert (order.kind, order.amount, order.reference) == (Kind.PAYMENT_PAID, 12356, "1303724")
+    assert order.occurred_at == datetime(2022, 6, 29, 20, 23, 47, tzinfo=UTC)
+    assert [w["rule"] for w in order.warnings] == [
+        "pagarme.ancillary_field",
+        "pagarme.timestamp_without_offset",
+    ]
+    assert (charge.kind, charge.occurred_at) == (Kind.PAYMENT_PAID, None)
+    assert [w["rule"] for w in charge.warnings] == ["pagarme.timestamp_unreadable"]
+
+
+async def test_list_window_reads_naive_created_at_as_utc(gateway: Gateway) -> None:
+    adapter = PagarmeProvider(source(api_key="k", api_base_url=gateway.url + "/core/v5"))
+    since = datetime(2024, 11, 28, tzinfo=UTC)
+    async with httpx.AsyncClient() as http:
+        events = [e async for e in adapter.list_window(since, NOW, http)]
+    # ch_before is outside the window (naive, UTC); ch_odd's time is unreadable: kept.
+    assert [(e.object_id, e.kind) for e in events] == [
+        ("or_in", Kind.PAYMENT_PAID),
+        ("ch_odd", Kind.PAYMENT_CREATED),
+    ]
