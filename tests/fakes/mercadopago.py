@@ -1,4 +1,4 @@
-"""A small fake of the Mercado Pago payments API: `GET /v1/payments/{id}`.
+"""A small fake of the Mercado Pago API: `GET /v1/payments/{id}` and `GET /v1/orders/{id}`.
 
 Backed by an in-memory dict the test fills (and changes as the "gateway" moves a payment
 along); every request is logged with the status it got. The bearer token is checked, as
@@ -58,10 +58,16 @@ def payment(
 class FakeMercadoPago:
     token: str
     payments: dict[str, dict[str, Any]] = field(default_factory=dict)
-    log: list[tuple[str, int]] = field(default_factory=list)  # (payment id, HTTP status)
+    orders: dict[str, dict[str, Any]] = field(default_factory=dict)  # Orders API
+    log: list[tuple[str, int]] = field(default_factory=list)  # (resource id, HTTP status)
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/payments/{payment_id}", self._get, methods=["GET"])])
+        return Starlette(
+            routes=[
+                Route("/v1/payments/{payment_id}", self._get, methods=["GET"]),
+                Route("/v1/orders/{payment_id}", self._get, methods=["GET"]),
+            ]
+        )
 
     def requests_for(self, payment_id: str) -> list[int]:
         return [status for pid, status in self.log if pid == payment_id]
@@ -71,7 +77,8 @@ class FakeMercadoPago:
         if request.headers.get("authorization") != f"Bearer {self.token}":
             refused = {"message": "invalid access token", "error": "unauthorized", "status": 401}
             return self._answer(payment_id, 401, refused)
-        found = self.payments.get(payment_id)
+        table = self.orders if request.url.path.startswith("/v1/orders/") else self.payments
+        found = table.get(payment_id)
         if found is None:
             cause = [{"code": 2000, "description": "Payment not found"}]
             body = {"message": "Payment not found", "error": "not_found", "status": 404}

@@ -42,7 +42,9 @@ from porteiro.providers.base import SamplePayment, build_provider
 from porteiro.providers.mercadopago import (
     MercadoPagoProvider,
     manifest,
+    order_event,
     parse_signature_header,
+    payment_event,
     payment_kind,
     to_minor,
 )
@@ -751,3 +753,308 @@ def test_now_is_not_hidden() -> None:
     adapter().verify(delivery, then)
     with pytest.raises(TimestampOutOfTolerance):
         adapter().verify(delivery, NOW)
+
+
+# -- issue 21: what the gateway documents, read the way it means it ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "kind"),
+    [
+        # https://www.mercadopago.com.br/developers/en/docs/checkout-api/response-handling/query-results
+        ("charged_back", "settled", Kind.DISPUTE_LOST),  # the money was retained
+        ("charged_back", "reimbursed", Kind.DISPUTE_WON),  # the money came back
+        ("charged_back", "in_process", Kind.DISPUTE_OPENED),  # the payer disowns it
+        ("charged_back", None, Kind.DISPUTE_LOST),
+        ("refunded", "by_admin", Kind.PAYMENT_REFUNDED),
+        ("refunded", "refunded", Kind.PAYMENT_REFUNDED),
+        ("in_mediation", None, Kind.DISPUTE_OPENED),
+        ("cancelled", "by_collector", Kind.PAYMENT_CANCELED),
+        ("canceled", "by_payer", Kind.PAYMENT_CANCELED),  # the .uy edition's spelling
+        ("canceled", "expired", Kind.PAYMENT_EXPIRED),
+        ("in_process", "deferred_retry", Kind.PAYMENT_CREATED),
+        ("pending", "pending_challenge", Kind.PAYMENT_CREATED),
+        ("rejected", "cc_rejected_high_risk", Kind.PAYMENT_FAILED),
+        ("rejected", "bank_error", Kind.PAYMENT_FAILED),
+        ("authorized", "pending_capture", Kind.PAYMENT_AUTHORIZED),
+    ],
+)
+def test_every_documented_status_detail_pair(status: str, detail: str | None, kind: Kind) -> None:
+    assert payment_kind(status, detail, 1000, 0) is kind
+
+
+def _payment_event(**fields_: Any) -> ParsedEvent:
+    resource = {**payment("42", status="approved", amount="10"), **fields_}
+    return payment_event(resource, "42", "k", {"BRL": 2})
+
+
+def test_chargeback_outcomes_keep_the_whole_amount_for_the_ledger() -> None:
+    won = _payment_event(status="charged_back", status_detail="reimbursed")
+    assert (won.kind, won.amount, won.data["payment_amount"]) == (Kind.DISPUTE_WON, 1000, 1000)
+    assert won.warnings == ()
+    odd = _payment_event(status="charged_back", status_detail="something_new")
+    assert odd.kind is Kind.DISPUTE_LOST
+    assert [w["rule"] for w in odd.warnings] == ["mercadopago.status_detail"]
+
+
+def test_an_unknown_status_is_other_with_a_warning() -> None:
+    event = _payment_event(status="mystery")
+    assert event.kind is Kind.OTHER
+    assert [w["rule"] for w in event.warnings] == ["mercadopago.status_detail"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2024-01-10T14:33:30.000-04:00", datetime(2024, 1, 10, 18, 33, 30, tzinfo=UTC)),
+        ("2024-01-10T14:33:30Z", datetime(2024, 1, 10, 14, 33, 30, tzinfo=UTC)),
+        ("2024-01-10T14:33:30.123456789-03:00", datetime(2024, 1, 10, 17, 33, 30, 123456, UTC)),
+    ],
+)
+def test_documented_timestamp_forms_read_without_warnings(value: str, expected: datetime) -> None:
+    event = _payment_event(date_approved=value)
+    assert event.occurred_at == expected and event.warnings == ()
+
+
+def test_a_deviating_timestamp_is_read_past_not_a_failed_read() -> None:
+    # Before issue 21 an API answer with such a date failed the read (GatewayError, retried).
+    naive = _payment_event(date_approved="2024-01-10T14:33:30.000")
+    assert naive.kind is Kind.PAYMENT_PAID and naive.amount == 1000
+    assert naive.occurred_at == datetime(2024, 1, 10, 14, 33, 30, tzinfo=UTC)
+    assert [w["rule"] for w in naive.warnings] == ["mercadopago.timestamp"]
+    garbage = _payment_event(date_approved="yesterday", date_last_updated=None, date_created=None)
+    assert garbage.occurred_at is None and garbage.kind is Kind.PAYMENT_PAID
+    assert [w["rule"] for w in garbage.warnings] == ["mercadopago.timestamp"]
+
+
+@pytest.mark.parametrize(
+    ("amount", "minor"),
+    [(Decimal("100.5"), 10050), ("100.50", 10050), (" 100.5 ", 10050), (100, 10000),
+     (Decimal("100.0"), 10000), (Decimal("1.005E2"), 10050)],
+)  # fmt: skip
+def test_every_documented_amount_form_parses(amount: object, minor: int) -> None:
+    # JSON numbers (payments API) and decimal strings (Orders API) alike.
+    resource = {**payment("42", status="approved", amount="1"), "transaction_amount": amount}
+    assert payment_event(resource, "42", "k", {"BRL": 2}).amount == minor
+
+
+@pytest.mark.parametrize("amount", ["", "abc", True, [1], Decimal("-1"), "1.001"])
+def test_an_unreadable_amount_is_refused(amount: object) -> None:
+    resource = {**payment("42", status="approved", amount="1"), "transaction_amount": amount}
+    with pytest.raises(NonRetryable):
+        payment_event(resource, "42", "k", {"BRL": 2})
+
+
+# -- Orders API --------------------------------------------------------------------------------
+
+ORDER_ID = "ORD01JQ4S4KY8HWQ6NA5PXB65B3D3"
+
+
+def order(status: str, detail: str, *, refunded: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An Orders API order as `GET /v1/orders/{id}` answers it (sdk-nodejs OrderResponse)."""
+    pay: dict[str, Any] = {
+        "id": "PAY01JQ4S4KY8HWQ6NA5PXB65B3D3", "status": status, "status_detail": detail,
+        "amount": "200.00", "paid_amount": "200.00",
+        "payment_method": {"id": "master", "type": "credit_card", "installments": 1},
+    }  # fmt: skip
+    if refunded is not None:
+        pay["refunded_amount"] = refunded
+    return {
+        "id": ORDER_ID, "type": "online", "external_reference": "ext-1", "status": status,
+        "status_detail": detail, "total_amount": "200.00", "total_paid_amount": "200.00",
+        "currency": "BRL", "created_date": "2025-03-26T14:46:50.011Z",
+        "last_updated_date": "2025-03-26T14:46:53.212Z",
+        "transactions": {"payments": [pay]}, **extra,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "refunded", "kind", "amount", "total"),
+    [
+        ("created", "created", None, Kind.PAYMENT_CREATED, 20000, None),
+        ("processing", "in_process", None, Kind.PAYMENT_CREATED, 20000, None),
+        ("action_required", "waiting_payment", None, Kind.PAYMENT_CREATED, 20000, None),
+        ("action_required", "waiting_capture", None, Kind.PAYMENT_AUTHORIZED, 20000, None),
+        ("processed", "accredited", None, Kind.PAYMENT_PAID, 20000, None),
+        ("processed", "partially_refunded", "50.00", Kind.PAYMENT_PARTIALLY_REFUNDED, None, 5000),
+        ("processed", "refunded", "200.00", Kind.PAYMENT_REFUNDED, None, 20000),
+        ("refunded", "refunded", None, Kind.PAYMENT_REFUNDED, None, 20000),
+        ("failed", "bad_filled_card_data", None, Kind.PAYMENT_FAILED, 20000, None),
+        ("canceled", "canceled", None, Kind.PAYMENT_CANCELED, 20000, None),
+        ("expired", "expired", None, Kind.PAYMENT_EXPIRED, 20000, None),
+    ],
+)
+def test_order_statuses(
+    status: str, detail: str, refunded: str | None, kind: Kind, amount: int | None,
+    total: int | None,
+) -> None:  # fmt: skip
+    event = order_event(order(status, detail, refunded=refunded), ORDER_ID, "k", {"BRL": 2})
+    assert (event.kind, event.amount, event.refunded_total) == (kind, amount, total)
+    assert event.data["payment_amount"] == 20000 and event.reference == "ext-1"
+    assert event.occurred_at == datetime(2025, 3, 26, 14, 46, 53, 212000, tzinfo=UTC)
+    assert event.warnings == ()
+
+
+def test_order_payments_sent_as_one_object_are_read_with_a_warning() -> None:
+    resource = order("processed", "partially_refunded", refunded="20.00")
+    resource["transactions"]["payments"] = resource["transactions"]["payments"][0]
+    event = order_event(resource, ORDER_ID, "k", {"BRL": 2})
+    assert (event.kind, event.refunded_total) == (Kind.PAYMENT_PARTIALLY_REFUNDED, 2000)
+    assert [w["rule"] for w in event.warnings] == ["mercadopago.order_payments"]
+
+
+ORDER_NOTIFICATION: dict[str, Any] = {
+    "action": "order.processed",
+    "api_version": "v1",
+    "application_id": "7000000000000001",
+    "data": {"id": ORDER_ID, "status": "processed", "total_amount": "200.00"},
+    "date_created": "2025-03-26T14:46:53.410Z",
+    "live_mode": False,
+    "type": "order",
+    "user_id": "2021490138",
+}
+
+
+def test_an_orders_api_notification_is_thin_and_verifies_with_the_lower_cased_id() -> None:
+    provider = adapter()
+    body = json.dumps(ORDER_NOTIFICATION).encode()
+    delivery = provider.sign(body, NOW)
+    req = request(body, delivery.headers, delivery.query)
+    provider.verify(req, NOW)
+    [event] = provider.parse(req)
+    assert event.thin and event.object_id == ORDER_ID and event.type == "order.processed"
+    assert event.data["topic"] == "order" and event.warnings == ()
+
+
+async def test_enrich_reads_the_order_from_the_orders_api(api: Api) -> None:
+    api.fake.orders[ORDER_ID] = order("processed", "accredited")
+    body = json.dumps(ORDER_NOTIFICATION).encode()
+    [hint] = adapter().parse(request(body, {}, f"data.id={ORDER_ID}&type=order"))
+    event = await adapter(api_base_url=api.url).enrich(hint, api.http)
+    assert (event.kind, event.amount, event.currency) == (Kind.PAYMENT_PAID, 20000, "BRL")
+    assert event.type == "order.processed" and not event.thin
+    assert api.fake.log == [(ORDER_ID, 200)]
+    status = await adapter(api_base_url=api.url).fetch_status(ORDER_ID, api.http)
+    assert status is not None and status.kind is Kind.PAYMENT_PAID
+    assert status.dedup_key == f"reconcile:{ORDER_ID}:processed:accredited"
+
+
+# -- notifications: ancillary fields read past ----------------------------------------------
+
+
+def test_notification_deviations_become_warnings_not_failures() -> None:
+    body = {**EXAMPLE, "date_created": "2015-03-25T10:04:58", "live_mode": "true",
+            "user_id": "44444", "id": "12345"}  # fmt: skip
+    [event] = adapter().parse(request(json.dumps(body).encode(), {}, "data.id=999999999"))
+    assert event.thin and event.object_id == "999999999" and event.dedup_key == "12345"
+    assert event.occurred_at == datetime(2015, 3, 25, 10, 4, 58, tzinfo=UTC)
+    assert sorted(w["rule"] for w in event.warnings) == [
+        "mercadopago.live_mode", "mercadopago.timestamp",
+    ]  # fmt: skip
+    mismatch = {**EXAMPLE, "data": {"id": "111"}}
+    [other] = adapter().parse(request(json.dumps(mismatch).encode(), {}, "data.id=999999999"))
+    assert [w["rule"] for w in other.warnings] == ["mercadopago.data_id_mismatch"]
+
+
+# -- legacy IPN: an unverified hint -------------------------------------------------------------
+
+
+MERCHANT_ORDER_IPN = json.dumps(
+    {"resource": "https://api.mercadolibre.com/merchant_orders/9", "topic": "merchant_order"}
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "query"),
+    [
+        (b"", "topic=payment&id=123"),
+        (b'{"resource": "123", "topic": "payment"}', ""),
+        (MERCHANT_ORDER_IPN, ""),
+        (b"not json", "topic=payment&id=123"),
+    ],
+)
+def test_ipn_only_requests_pass_verify_unsigned(body: bytes, query: str) -> None:
+    adapter().verify(request(body, {}, query), NOW)
+    # Mercado Pago: IPN carries an x-signature that does not validate with the secret.
+    bogus = {"x-signature": f"ts={TS},v1={'0' * 64}", "x-request-id": REQUEST_ID}
+    adapter().verify(request(body, bogus, query), NOW)
+
+
+@pytest.mark.parametrize(
+    ("body", "query"),
+    [
+        (json.dumps(EXAMPLE).encode(), "data.id=999999999&type=payment"),
+        (json.dumps(EXAMPLE).encode(), "topic=payment&id=999999999"),  # a webhook body
+        (b"", "id=123"),
+        (b"", "topic=payment"),
+        (b'{"topic": "payment"}', ""),
+        (b"", "topic=payment&id=123&data.id=123"),
+    ],
+)
+def test_anything_else_still_needs_a_valid_signature(body: bytes, query: str) -> None:
+    with pytest.raises(MissingHeader):
+        adapter().verify(request(body, {}, query), NOW)
+    bogus = {"x-signature": f"ts={TS},v1={'0' * 64}", "x-request-id": REQUEST_ID}
+    with pytest.raises(SignatureMismatch):
+        adapter().verify(request(body, bogus, query), NOW)
+
+
+def test_ipn_can_be_refused_altogether() -> None:
+    with pytest.raises(MissingHeader):
+        adapter(accept_ipn=False).verify(request(b"", {}, "topic=payment&id=123"), NOW)
+
+
+def test_an_ipn_id_that_is_not_a_payment_id_is_never_fetched() -> None:
+    [event] = adapter().parse(request(b"", {}, "topic=payment&id=..%2Fusers%2Fme"))
+    assert not event.thin and event.object_id is None
+    assert [w["rule"] for w in event.warnings] == ["mercadopago.ipn_id"]
+    assert initial_status(event) is EventStatus.IGNORED
+
+
+def test_new_ipn_hints_beyond_the_budget_are_stored_but_not_fetched() -> None:
+    provider = adapter(ipn_hints_per_minute=6, ipn_hint_burst=2)
+
+    def hint(payment_id: int, at: datetime) -> ParsedEvent:
+        req = inbound("mp", b"", {}, received_at=at, query=f"topic=payment&id={payment_id}")
+        [event] = provider.parse(req)
+        return event
+
+    assert hint(1, NOW).thin and hint(2, NOW).thin
+    # A flood of an id already let in costs nothing: the store keeps it as one event.
+    assert all(hint(1, NOW).thin for _ in range(50))
+    late = hint(3, NOW)
+    assert not late.thin and late.type == "ipn.payment.throttled"
+    assert [w["rule"] for w in late.warnings] == ["mercadopago.ipn_throttled"]
+    assert initial_status(late) is EventStatus.IGNORED
+    assert late.dedup_key != hint(3, NOW + timedelta(seconds=10)).dedup_key  # refilled: 1 token
+    assert not hint(4, NOW + timedelta(seconds=10)).thin
+
+
+async def test_an_unverified_hint_for_an_unknown_id_is_read_once_then_dead(api: Api) -> None:
+    [hint] = adapter().parse(request(b"", {}, "topic=payment&id=404404"))
+    with pytest.raises(NonRetryable, match="not retried"):
+        await adapter(api_base_url=api.url).enrich(hint, api.http)
+    assert api.fake.log == [("404404", 404)]
+
+
+async def test_an_unverified_hint_applies_only_what_the_api_says(api: Api) -> None:
+    api.fake.payments["123"] = payment("123", status="approved", amount="12.5", reference="r")
+    body = b'{"resource": "123", "topic": "payment", "status": "refunded", "amount": 1}'
+    [hint] = adapter().parse(request(body))
+    event = await adapter(api_base_url=api.url).enrich(hint, api.http)
+    assert (event.kind, event.amount, event.reference) == (Kind.PAYMENT_PAID, 1250, "r")
+    assert event.data["format"] == "ipn" and event.data["verified"] is False
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"accept_ipn": "yes"},
+        {"ipn_hint_burst": 0},
+        {"ipn_hint_burst": 1.5},
+        {"ipn_hints_per_minute": -1},
+    ],
+)
+def test_ipn_options_are_checked(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        adapter(**options)
