@@ -214,3 +214,42 @@ async def test_forged_and_unsigned_notifications_are_refused(served: Served) -> 
     assert (forged.status_code, unsigned.status_code) == (401, 401)
     assert await served.events() == []
     assert served.fake.log == []
+
+
+async def test_a_flood_of_one_unsigned_ipn_is_one_event_and_one_api_read(served: Served) -> None:
+    served.fake.payments["1320000777"] = payment(
+        "1320000777", status="approved", status_detail="accredited", amount="77.70",
+        reference="order-777", date_approved=stamp(T0),
+    )  # fmt: skip
+    target = f"{served.url}/webhooks/{SOURCE}?topic=payment&id=1320000777"
+    async with httpx.AsyncClient() as client:
+        answers = [await client.post(target, content=b"") for _ in range(20)]
+    assert {a.status_code for a in answers} == {200}
+    await served.wait(all_settled, "the IPN hint")
+    events = await served.events()
+    # One event per minute of arrival (the hint's window): one here, two if the flood
+    # happened to straddle a minute boundary; every other request was a duplicate.
+    assert len(events) <= 2 and {e.type for e in events} == {"ipn.payment"}
+    assert sum(e.duplicates for e in events) == 20 - len(events)
+    assert served.fake.requests_for("1320000777") == [200] * len(events)
+    found = await served.runtime.store.get_payment(SOURCE, "1320000777")
+    assert found is not None and found.state is PaymentState.PAID and found.amount == 7770
+
+
+async def test_a_forged_ipn_for_an_unknown_id_costs_one_read_and_makes_no_payment(
+    served: Served,
+) -> None:
+    target = f"{served.url}/webhooks/{SOURCE}"
+    body = json.dumps({"resource": "1329999999", "topic": "payment"}).encode()
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(target, content=body)
+    assert answer.status_code == 200
+
+    def dead(events: list[StoredEvent]) -> bool:
+        return len(events) == 1 and events[0].status is EventStatus.DEAD
+
+    await served.wait(dead, "the unverified hint to be dead-lettered")
+    [event] = await served.events()
+    assert event.attempts == 1 and "not retried" in (event.last_error or "")
+    assert served.fake.requests_for("1329999999") == [404]
+    assert await served.runtime.store.get_payment(SOURCE, "1329999999") is None
