@@ -773,6 +773,14 @@ def test_order_canceled_after_payment_is_a_refund() -> None:
     assert rules(event) == ["pagarme.list_as_object"]
 
 
+def test_odd_transaction_statuses_never_crash_the_refund_reading() -> None:
+    odd = {"canceled_amount": 10, "last_transaction": {"status": ["refunded"]}}
+    event = parse_one(v5("order.canceled", id="or_1", charges=[odd]))
+    assert (event.kind, event.refunded_total) == (Kind.PAYMENT_CANCELED, None)
+    body = v5("charge.refunded", last_transaction={"amount": 5, "status": {"x": 1}})
+    assert parse_one(body).amount is None
+
+
 def test_order_canceled_before_payment_is_canceled() -> None:
     event = parse_one(fixture("order-canceled-boleto.json"))
     assert (event.kind, event.object_id, event.refunded_total) == (
@@ -977,6 +985,25 @@ ORDERS = {
         "updated_at": "2022-06-29T20:23:47",
     },
     "ch_badtime": {"id": "ch_badtime", "amount": 100, "status": "paid", "updated_at": "ontem"},
+    # A refunded card charge as captured: no paid_amount, no paid_at; the refund is the
+    # last transaction.
+    "ch_refunded": {
+        "id": "ch_refunded",
+        "amount": 21700,
+        "canceled_amount": 21700,
+        "status": "canceled",
+        "currency": "BRL",
+        "canceled_at": "2025-01-06T18:43:27Z",
+        "updated_at": "2025-01-06T18:43:27Z",
+        "last_transaction": {"id": "tran_r", "amount": 21700, "status": "refunded"},
+    },
+    "ch_voided_unpaid": {
+        "id": "ch_voided_unpaid",
+        "amount": 3000,
+        "canceled_amount": 3000,
+        "status": "canceled",
+        "last_transaction": {"id": "tran_v", "amount": 3000, "status": "generated"},
+    },
 }
 # GET /charges (list_window): one page, in the docs' naive time format.
 CHARGE_PAGE = {
@@ -1174,3 +1201,14 @@ async def test_list_window_reads_naive_created_at_as_utc(gateway: Gateway) -> No
         ("or_in", Kind.PAYMENT_PAID),
         ("ch_odd", Kind.PAYMENT_CREATED),
     ]
+
+
+async def test_a_refunded_charge_without_paid_amount_reads_as_refunded(gateway: Gateway) -> None:
+    adapter = PagarmeProvider(source(api_key="k", api_base_url=gateway.url + "/core/v5"))
+    async with httpx.AsyncClient() as http:
+        refunded = await adapter.fetch_status("ch_refunded", http)
+        voided = await adapter.fetch_status("ch_voided_unpaid", http)
+    assert refunded is not None and voided is not None
+    assert (refunded.kind, refunded.refunded_total) == (Kind.PAYMENT_REFUNDED, 21700)
+    assert refunded.data["payment_amount"] == 21700
+    assert (voided.kind, voided.refunded_total) == (Kind.PAYMENT_CANCELED, None)

@@ -132,6 +132,9 @@ _STATUS_ENTITIES = ("order.", "charge.")
 _REFUND_TRANSACTIONS = frozenset(
     {"refunded", "partial_refunded", "voided", "partial_void", "partial_voided"}
 )
+# Of those, the ones that prove money had been paid (a void of a boleto or of an
+# uncaptured card gives nothing back).
+_MONEY_BACK_TRANSACTIONS = frozenset({"refunded", "partial_refunded"})
 
 # Warning rules (metric labels: a small fixed set). What each one reads past:
 RULE_NAIVE_TIME = "pagarme.timestamp_without_offset"  # read as UTC
@@ -656,7 +659,8 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
 
 def _refunded(resource: Mapping[str, Any], warnings: list[dict[str, str]]) -> int:
     """Money given back: `canceled_amount` of the charges that were paid (an order's
-    `charges`, or the charge itself). Canceling an unpaid charge refunds nothing."""
+    `charges`, or the charge itself): `paid_amount`, `paid_at` or a refund as the last
+    transaction. Canceling an unpaid charge refunds nothing."""
     charges = resource.get("charges")
     if isinstance(charges, dict):
         detail = "charges is one JSON object, not a list: read as a list of one"
@@ -667,7 +671,12 @@ def _refunded(resource: Mapping[str, Any], warnings: list[dict[str, str]]) -> in
     for charge in items:
         canceled = fields.opt_int(charge, "canceled_amount") or 0
         paid = fields.opt_int(charge, "paid_amount") or 0
-        if canceled and (paid or charge.get("paid_at")):
+        last = charge.get("last_transaction")
+        status = last.get("status") if isinstance(last, dict) else None
+        refund = isinstance(status, str) and status in _MONEY_BACK_TRANSACTIONS
+        # A refunded card charge may come without paid_amount or paid_at (only status
+        # canceled, canceled_amount, canceled_at): its refund transaction says it.
+        if canceled and (paid or charge.get("paid_at") or refund):
             total += canceled
     return total
 
