@@ -479,6 +479,7 @@ def test_the_documented_example() -> None:
         "stripe_id": "pi_3Pxyz",
         "status": "succeeded",
         "api_version": "2024-06-20",
+        "payment_amount": 5000,
     }
 
 
@@ -803,6 +804,28 @@ def test_metadata_absent_or_null_and_payment_intent_null() -> None:
     assert (event.object_id, event.reference, event.kind) == ("ch_1", None, Kind.PAYMENT_PAID)
     intent = {**INTENT, "metadata": None}
     assert parse_one(envelope("payment_intent.succeeded", intent)).reference is None
+
+
+@pytest.mark.parametrize(
+    ("event_type", "obj", "whole"),
+    [
+        ("payment_intent.payment_failed", {**INTENT, "status": "requires_payment_method"}, 2000),
+        ("payment_intent.canceled", {**INTENT, "status": "canceled"}, 2000),
+        ("charge.refunded", {**CHARGE, "amount_refunded": 500}, 2000),
+        ("checkout.session.expired", {**SESSION, "status": "expired"}, 2000),
+        ("refund.created", REFUND, None),
+        ("charge.dispute.created", {**DISPUTE, "amount": 1500}, None),
+    ],
+)  # fmt: skip
+def test_the_whole_payment_amount_is_kept_for_every_kind(
+    event_type: str, obj: dict[str, Any], whole: int | None
+) -> None:
+    # A failed or canceled payment still has the amount the PaymentIntent asked for; a
+    # refund's or a dispute's amount is not the payment's.
+    event = parse_one(envelope(event_type, obj))
+    assert event.data.get("payment_amount") == whole
+    events = [(1, event)]
+    assert ledger.replay_history("stripe", event.object_id or "", events, NOW).amount == whole
 
 
 def test_charge_refund_updated_never_counts_the_refund_twice() -> None:

@@ -102,6 +102,8 @@ DISPUTE_KINDS: Mapping[str, Kind] = {
     "prevented": Kind.OTHER,
     "charge_refunded": Kind.OTHER,
 }
+# Objects whose amount is the whole payment's (not a refund's or a dispute's).
+PAYMENT_OBJECTS = ("payment_intent", "charge", "checkout.session")
 # Thin v2 notifications: the v1 objects a `v1.*` event may be about that are payments (or
 # belong to one), and where the API serves each (the SDKs' `related_object.url`).
 THIN_PREFIX = "v1."
@@ -369,6 +371,12 @@ def _snapshot(
     }
     if object_type == "checkout.session":
         details["payment_status"] = obj.get("payment_status")
+    data = {key: value for key, value in details.items() if isinstance(value, str) and value}
+    whole = fields.opt_int(obj, "amount") if object_type == "charge" else amount
+    if object_type in PAYMENT_OBJECTS and whole is not None:
+        # The whole payment's amount, which the ledger keeps even for a payment that
+        # failed or was canceled (its facts of those kinds carry no amount of their own).
+        data["payment_amount"] = whole
     return ParsedEvent(
         dedup_key=event_id,
         kind=kind,
@@ -378,7 +386,7 @@ def _snapshot(
         amount=amount,
         currency=currency.upper() if currency else None,
         refunded_total=refunded_total,
-        data={key: value for key, value in details.items() if isinstance(value, str) and value},
+        data=data,
     )
 
 
