@@ -28,7 +28,7 @@ from porteiro.config import load_config
 from porteiro.errors import StoreUnavailable
 from porteiro.gctune import tune_for_throughput
 from porteiro.observability import configure_logging, logger
-from porteiro.receiver import Receiver, webhook_source
+from porteiro.receiver import Receiver, json_error, webhook_source
 from porteiro.runtime import Runtime
 from porteiro.store.base import OPEN_STATUSES
 
@@ -84,9 +84,21 @@ def create_app(
     and closes the runtime."""
     receiver = Receiver(runtime)
     probes = Probes(runtime)
+    pix_sources = frozenset(
+        name for name, source in runtime.config.sources.items() if source.provider == "pix"
+    )
+
+    async def automatico(request: Request) -> Response:
+        if request.path_params["source"] not in pix_sources:
+            return json_error(404, "not found")
+        return await receiver.handle(request)
+
     routes = [
         Route("/webhooks/{source}", receiver.handle, methods=["POST"]),
         Route("/webhooks/{source}/pix", receiver.handle, methods=["POST"]),
+        # Pix Automático (BCB): {webhookUrl}/rec and {webhookUrl}/cobr, Pix sources only.
+        Route("/webhooks/{source}/rec", automatico, methods=["POST"]),
+        Route("/webhooks/{source}/cobr", automatico, methods=["POST"]),
         Route("/healthz", probes.healthz, methods=["GET"]),
         Route("/readyz", probes.readyz, methods=["GET"]),
         Route("/metrics", probes.metrics, methods=["GET"]),
@@ -109,26 +121,39 @@ def create_app(
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.stop()
 
-    return PorteiroApp(receiver, routes=routes, lifespan=lifespan)
+    return PorteiroApp(receiver, pix_sources, routes=routes, lifespan=lifespan)
 
 
 class PorteiroApp(Starlette):
-    """Starlette, except that POST /webhooks/{source}[/pix] goes straight to the
-    receiver, before Starlette's middleware stack and router: a profile showed them at
-    about a tenth of the ack's CPU. The webhook routes stay in the route table (OpenAPI
-    lists them, and a path the fast path does not take still reaches them)."""
+    """Starlette, except that POST /webhooks/{source}[/pix] (and a Pix source's /rec and
+    /cobr) goes straight to the receiver, before Starlette's middleware stack and router:
+    a profile showed them at about a tenth of the ack's CPU. The webhook routes stay in
+    the route table (OpenAPI lists them, and a path the fast path does not take still
+    reaches them: /rec and /cobr of a source that is not Pix, which answer 404)."""
 
-    def __init__(self, receiver: Receiver, **options: Any) -> None:
+    def __init__(
+        self, receiver: Receiver, pix_sources: frozenset[str] = frozenset(), **options: Any
+    ) -> None:
         super().__init__(**options)
         self._receiver = receiver
+        self._pix_sources = pix_sources
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            source = webhook_source(scope["path"], scope.get("root_path", ""))
-            if source is not None:
+            path = scope["path"]
+            source = webhook_source(path, scope.get("root_path", ""))
+            if source is not None and (
+                source in self._pix_sources or not _automatico_route(path, source)
+            ):
                 await self._receiver.asgi(scope, receive, send, source)
                 return
         await super().__call__(scope, receive, send)
+
+
+def _automatico_route(path: str, source: str) -> bool:
+    """Whether the path is /webhooks/{source}/rec or /cobr (not a source named so)."""
+    tail = path.rsplit("/", 1)[-1]
+    return tail != source and tail in ("rec", "cobr")
 
 
 async def _run(job: Background) -> None:

@@ -362,13 +362,17 @@ def _ack_response(ack: Ack) -> Response:
 
 
 def webhook_source(path: str, root_path: str = "") -> str | None:
-    """The {source} of /webhooks/{source} or /webhooks/{source}/pix, else None (the same
-    paths the app's routes match: one non-empty segment)."""
+    """The {source} of /webhooks/{source}, /webhooks/{source}/pix, or Pix Automático's
+    /webhooks/{source}/rec and /webhooks/{source}/cobr, else None (the same paths the
+    app's routes match: one non-empty segment). Whether the source may take /rec and
+    /cobr (a Pix source only) is the app's to decide."""
     if root_path and path.startswith(root_path):
         path = path[len(root_path) :]
     if not path.startswith("/webhooks/"):
         return None
     source = path[len("/webhooks/") :]
-    if source.endswith("/pix"):
-        source = source[: -len("/pix")]
+    for suffix in ("/pix", "/rec", "/cobr"):
+        if source.endswith(suffix):
+            source = source[: -len(suffix)]
+            break
     return source if source and "/" not in source else None

@@ -10,6 +10,7 @@ contradicts ever becomes paid.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -209,3 +210,83 @@ async def test_wrong_or_missing_hmac_is_refused_and_quarantined(served: Served) 
     assert sorted(q.reason for q in quarantined) == ["forbidden_peer", "missing_header"]
     (event,) = await settled(served, 1)
     assert (event.status, event.amount) == (EventStatus.DONE, 100)
+
+
+REC = {
+    "idRec": "RR0908935620261201e2erec00001",
+    "status": "APROVADA",
+    "atualizacao": [{"status": "APROVADA", "data": "2026-12-01T12:43:53.337Z"}],
+}
+COBR = {
+    "idRec": "RR0908935620261201e2erec00001",
+    "txid": "e2eCobrTxid00000000000000000001",
+    "status": "ATIVA",
+    "atualizacao": [{"status": "ATIVA", "data": "2026-12-01T12:34:21.300Z"}],
+}
+
+
+@pytest.fixture
+async def two_sources(store_url: str) -> AsyncIterator[Served]:
+    """A Pix source that does not confirm, next to a Standard Webhooks one."""
+    options = {"keys": [CHAVE], "hmac_token": TOKEN, "allow_ips": ["127.0.0.1"], "confirm": False}
+    config = Config(
+        store_url=store_url,
+        sources={
+            SOURCE: SourceConfig(name=SOURCE, provider="pix", options=options),
+            "std": SourceConfig(name="std", provider="standard", secrets=("whsec_" + "A" * 32,)),
+        },
+        worker=WorkerConfig(poll_interval_seconds=0.1),
+    )
+    runtime = Runtime.build(config)
+    app = create_app(runtime, background=[Worker(runtime).run], migrate=True)
+    async with live_server(app) as url:
+        yield Served(url, runtime, runtime.providers[SOURCE], FakePsp("", ""))
+
+
+async def test_pix_automatico_routes_are_accepted_for_pix_sources_only(
+    two_sources: Served,
+) -> None:
+    served = two_sources
+    recs = json.dumps({"recs": [REC]}).encode()
+    cobsr = json.dumps({"cobsr": [COBR]}).encode()
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        for route in ("rec", "cobr"):
+            lost = await client.post(f"/webhooks/std/{route}", content=recs)
+            assert lost.status_code == 404, route  # not a Pix source: no such route
+            refused = await client.post(f"/webhooks/{SOURCE}/{route}", content=recs)
+            assert refused.status_code == 401, route  # the Pix source's authentication
+        answers = [
+            await client.post(f"/webhooks/{SOURCE}/rec?hmac={TOKEN}", content=recs),
+            await client.post(f"/webhooks/{SOURCE}?hmac={TOKEN}/cobr", content=cobsr),
+            await client.post(f"/webhooks/{SOURCE}?hmac={TOKEN}&ignorar=/rec", content=recs),
+        ]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    events = await settled(served, 2)  # the third is a duplicate of the first
+    assert sorted(e.type for e in events) == [
+        "pix.automatico.cobr.ATIVA",
+        "pix.automatico.rec.APROVADA",
+    ]
+    assert {(e.kind, e.status) for e in events} == {(Kind.OTHER, EventStatus.IGNORED)}
+    assert sum(e.duplicates for e in events) == 1
+
+
+async def test_a_pix_sent_is_stored_ignored_and_never_confirmed(served: Served) -> None:
+    sent = {
+        "endToEndId": "E09089356202612012039e2esend0001",
+        "chave": CHAVE,
+        "tipo": "SOLICITACAO",
+        "status": "REALIZADO",
+        "valor": "0.01",
+        "horario": "2026-12-01T20:39:47.000Z",
+        "gnExtras": {"idEnvio": "E2EENVIO001"},
+    }
+    await post(served, body(sent), copies=2)
+    (event,) = await settled(served, 1)
+    assert (event.kind, event.status, event.type) == (
+        Kind.OTHER,
+        EventStatus.IGNORED,
+        "pix.enviado.REALIZADO",
+    )
+    assert event.object_id is None and event.duplicates == 1
+    assert not [entry for entry in served.psp.log if entry[1].startswith("/v2/pix")]
+    assert await served.runtime.store.get_payment(SOURCE, sent["endToEndId"]) is None

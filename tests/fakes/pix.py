@@ -1,5 +1,6 @@
 """A small fake of a PSP's API Pix (Efí-like): OAuth2 token, `GET /v2/pix/{e2eid}`,
-`GET /v2/cob/{txid}`.
+`GET /v2/cob/{txid}`, `GET /v2/pix?inicio&fim` (one page: every Pix recorded, or `listed`
+as given, to serve items a real PSP's list might carry).
 
 Backed by in-memory dicts the test fills (`add_delivery` registers every Pix item of a
 callback body, as the PSP would have recorded it). The token endpoint checks HTTP basic
@@ -41,6 +42,7 @@ class FakePsp:
     tokens: set[str] = field(default_factory=set)
     token_fetches: int = 0
     log: list[tuple[str, str, int]] = field(default_factory=list)
+    listed: list[Any] | None = None
 
     def add_delivery(self, body: bytes) -> None:
         """Record every Pix of a callback body (refunds merged by rtrId)."""
@@ -61,6 +63,7 @@ class FakePsp:
         return Starlette(
             routes=[
                 Route("/oauth/token", self._token, methods=["POST"]),
+                Route("/v2/pix", self._list_pix, methods=["GET"]),
                 Route("/v2/pix/{e2eid}", self._get_pix, methods=["GET"]),
                 Route("/v2/cob/{txid}", self._get_cob, methods=["GET"]),
             ]
@@ -86,6 +89,23 @@ class FakePsp:
 
     async def _get_pix(self, request: Request) -> Response:
         return self._lookup(request, self.pix, request.path_params["e2eid"], "PixNaoEncontrado")
+
+    async def _list_pix(self, request: Request) -> Response:
+        header = request.headers.get("authorization", "")
+        if header.removeprefix("Bearer ") not in self.tokens:
+            return self._logged(request, _problem(401, "AcessoNegado", "invalid token"))
+        items = list(self.pix.values()) if self.listed is None else self.listed
+        params = request.query_params
+        paginacao = {"paginaAtual": 0, "itensPorPagina": 1000, "quantidadeDePaginas": 1}
+        answer = {
+            "parametros": {
+                "inicio": params.get("inicio"),
+                "fim": params.get("fim"),
+                "paginacao": paginacao,
+            },
+            "pix": items,
+        }
+        return self._logged(request, JSONResponse(answer))
 
     async def _get_cob(self, request: Request) -> Response:
         return self._lookup(request, self.cobs, request.path_params["txid"], "Cobranca")

@@ -401,35 +401,59 @@ def test_a_pix_without_txid_is_its_own_payment() -> None:
 
 
 @pytest.mark.parametrize(
-    "e2eid",
+    ("e2eid", "warned"),
     [
-        "E1234567820200909122kkkkkkkkkkkk",  # minute digit stolen: 31 structured chars
-        "D12345678202009091221kkkkkkkkkkk",  # a return id, not an end-to-end id
-        "E12345678202013091221kkkkkkkkkkk",  # month 13
-        "E12345678202009091261kkkkkkkkkkk",  # minute 61
-        "E12345678202009091221kkkkkkkkkk",  # 31 chars
-        "E12345678202009091221kkkkkkkkkk-",
-        "",
+        ("E1803615022211340s08793XPJ", True),  # Efí's "Pix recebido" example: 26 characters
+        ("E12345678202009091221syhgfgufg", True),  # Efí's "Devolução" example: 30
+        ("E1234567820200909122kkkkkkkkkkkk", False),  # 32 letters/digits, off the structure
+        ("D12345678202009091221kkkkkkkkkkk", False),  # the schema is [a-zA-Z0-9]{32}, no more
+        ("E12345678202009091221kkkkkkkkkk-", True),
     ],
 )
-def test_malformed_end_to_end_id_fails_the_delivery(e2eid: str) -> None:
-    with pytest.raises(ParseError, match="EndToEndId"):
-        parse(delivery(pix(), pix(e2eid)))
+def test_any_end_to_end_id_is_the_key_and_a_schema_deviation_a_warning(
+    e2eid: str, warned: bool
+) -> None:
+    events = parse(delivery(pix(E2E_2, txid=TXID_2), pix(e2eid)))
+    assert [(e.dedup_key, e.kind, e.error) for e in events] == [
+        (E2E_2, Kind.PAYMENT_PAID, None),
+        (e2eid, Kind.PAYMENT_PAID, None),
+    ]
+    assert not events[0].warnings
+    rules = [w["rule"] for w in events[1].warnings]
+    assert rules == (["pix.end_to_end_id_shape"] if warned else [])
+    if warned:
+        assert f"{len(e2eid)} characters" in events[1].warnings[0]["detail"]
+
+
+@pytest.mark.parametrize("e2eid", ["", "   ", None, 12345678])
+def test_an_item_without_a_usable_end_to_end_id_is_dead_alone(e2eid: Any) -> None:
+    bad = {**pix(E2E_2, txid=TXID_2), "endToEndId": e2eid}
+    good, dead = parse(delivery(pix(), bad))
+    assert good.kind is Kind.PAYMENT_PAID and good.error is None
+    assert dead.error is not None and "endToEndId" in dead.error and dead.object_id is None
+    assert dead.dedup_key.startswith("porteiro:unparseable-item:")
 
 
 @pytest.mark.parametrize("valor", ["110", "110.0", "1.005", "-1.00", "1e3", 110.0, "\uff11.00"])
-def test_valor_must_be_a_two_decimal_string(valor: Any) -> None:
-    with pytest.raises(ParseError, match="valor"):
-        parse(delivery(pix(valor=valor)))
+def test_valor_must_be_a_two_decimal_string_or_the_item_is_dead(valor: Any) -> None:
+    good, dead = parse(delivery(pix(E2E_2, txid=TXID_2), pix(valor=valor)))
+    assert good.kind is Kind.PAYMENT_PAID and good.amount == 11000
+    assert dead.error is not None and "valor" in dead.error
 
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"[]", b'{"pix": []}', b'{"pix": {}}', b'{"pix": [1]}', b'{"other": 1}'],
+    [b"not json", b"[]", b'{"pix": []}', b'{"pix": {}}', b'{"other": 1}', b'{"recs": 7}'],
 )
 def test_bodies_that_are_not_pix_callbacks_fail(body: bytes) -> None:
     with pytest.raises(ParseError):
         parse(body)
+
+
+def test_an_item_that_is_no_object_is_dead_alone() -> None:
+    dead, good = parse(json.dumps({"pix": [1, pix()]}).encode())
+    assert dead.error == "pix[0]: pix[0] must be a JSON object"
+    assert good.kind is Kind.PAYMENT_PAID and good.error is None
 
 
 def test_amounts_convert_exactly() -> None:
@@ -467,11 +491,45 @@ def test_refund_status_change_is_a_new_event() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"rtrId": "E12345678202009091221abcdf098765"}, {"rtrId": "D1"}, {"status": None}]
+    ("bad", "problem"),
+    [
+        ({"rtrId": None}, "rtrId"),
+        ({"rtrId": ""}, "rtrId"),
+        ({"status": None}, "status"),
+        ({"valor": "10"}, "valor"),
+    ],
 )
-def test_malformed_devolucao_fails(bad: dict[str, Any]) -> None:
-    with pytest.raises(ParseError):
-        parse(delivery(pix(devolucoes=[{**refund(), **bad}])))
+def test_a_malformed_devolucao_is_dead_alone(bad: dict[str, Any], problem: str) -> None:
+    refunds = [{**refund(), **bad}, refund(RTR_2, "5.00", "DEVOLVIDO")]
+    paid, dead, other = parse(delivery(pix(devolucoes=refunds)))
+    assert paid.kind is Kind.PAYMENT_PAID and paid.error is None
+    assert dead.error is not None and problem in dead.error
+    assert dead.error.startswith("pix[0].devolucoes[0]:")
+    assert other.dedup_key == f"{RTR_2}:DEVOLVIDO" and other.error is None
+
+
+def test_a_devolucoes_of_another_type_is_one_dead_event() -> None:
+    paid, dead = parse(delivery(pix(devolucoes="DEVOLVIDO")))  # type: ignore[arg-type]
+    assert paid.kind is Kind.PAYMENT_PAID
+    assert dead.error is not None and "devolucoes" in dead.error
+
+
+@pytest.mark.parametrize("rtr_id", ["E12345678202009091221abcdf098765", "D1"])
+def test_an_rtr_id_off_the_schema_is_read_with_a_warning(rtr_id: str) -> None:
+    _paid, event = parse(delivery(pix(devolucoes=[refund(rtr_id)])))
+    assert event.dedup_key == f"{rtr_id}:DEVOLVIDO" and event.error is None
+    assert event.kind is Kind.PAYMENT_PARTIALLY_REFUNDED and event.amount == 1000
+    rules = [w["rule"] for w in event.warnings]
+    assert rules == ([] if len(rtr_id) == 32 else ["pix.rtr_id_shape"])
+
+
+def test_the_bcb_example_with_devolucoes_as_one_object_is_read_as_a_list() -> None:
+    item = {**pix(chave=None), "devolucoes": refund(status="EM_PROCESSAMENTO")}
+    paid, event = parse(delivery(item, pix(E2E_2, txid=TXID_2)))[:2]
+    assert event.dedup_key == f"{RTR_1}:EM_PROCESSAMENTO" and event.object_id == TXID_1
+    rules = {w["rule"] for w in paid.warnings}
+    assert rules == {"pix.devolucoes_not_array", "pix.chave_absent"}
+    assert paid.kind is Kind.PAYMENT_PAID
 
 
 def test_a_pix_to_someone_elses_chave_never_becomes_a_payment() -> None:
@@ -481,8 +539,14 @@ def test_a_pix_to_someone_elses_chave_never_becomes_a_payment() -> None:
     assert "settlement_id" not in rejected.data
     assert refund_event.kind is Kind.OTHER and refund_event.data["rejected"] == "chave not ours"
     assert ours.kind is Kind.PAYMENT_PAID
-    (missing,) = parse(delivery(pix(chave=None)))
-    assert missing.kind is Kind.OTHER and missing.data["rejected"] == "chave missing"
+
+
+def test_a_pix_without_chave_is_paid_with_a_warning() -> None:
+    (event,) = parse(delivery(pix(chave=None)))
+    assert event.kind is Kind.PAYMENT_PAID and "rejected" not in event.data
+    assert [w["rule"] for w in event.warnings] == ["pix.chave_absent"]
+    (quiet,) = parse(delivery(pix(chave=None)), keys=[])  # no keys: nothing was skipped
+    assert quiet.kind is Kind.PAYMENT_PAID and not quiet.warnings
 
 
 def test_without_keys_the_chave_check_is_off() -> None:
@@ -726,3 +790,248 @@ async def test_psp_api_over_mtls_with_our_client_certificate(pki: Pki, tmp_path:
                 await without.enrich(event, http)
         finally:
             await without.aclose()
+
+
+# -- issue 21: bodies in the PSP's own shapes ---------------------------------------------------
+
+E2E_EFI_SENT = "E090893562021030PIf25a7868"  # Efí's "Pix enviado" example: 26 characters
+
+
+def sent(
+    status: str = "REALIZADO", *, e2eid: str | None = E2E_EFI_SENT, **extra: Any
+) -> dict[str, Any]:
+    """Efí's "Pix enviado" / "Pix rejeitado" item (its webhooks page, tab Envio)."""
+    item: dict[str, Any] = {
+        "endToEndId": e2eid,
+        "chave": CHAVE,
+        "tipo": "SOLICITACAO",
+        "status": status,
+        "valor": "0.01",
+        "horario": "2021-03-04T20:39:47.000Z",
+        "gnExtras": {"idEnvio": "123ABC"},
+    }
+    item.update(extra)
+    return {key: value for key, value in item.items() if value is not None or key == "horario"}
+
+
+def test_a_pix_sent_is_recorded_and_never_money_received() -> None:
+    (event,) = parse(delivery(sent()))
+    assert event.kind is Kind.OTHER and event.type == "pix.enviado.REALIZADO"
+    assert event.object_id is None and not event.actionable and event.error is None
+    assert event.dedup_key == "pix.enviado:123ABC:REALIZADO" and event.amount == 1
+    assert event.data["direction"] == "sent" and event.data["id_envio"] == "123ABC"
+    assert "settlement_id" not in event.data
+
+
+def test_a_pix_sent_and_refused_keeps_its_error_code_and_a_null_horario() -> None:
+    erro = {"codigo": "AC03", "origem": "PSP do usuário recebedor", "motivo": "conta inválida"}
+    item = sent("NAO_REALIZADO", horario=None, gnExtras={"idEnvio": "123ABC", "erro": erro})
+    (event,) = parse(delivery(item))
+    assert event.type == "pix.enviado.NAO_REALIZADO" and event.occurred_at is None
+    assert event.data["erro_codigo"] == "AC03" and "motivo" not in event.data
+    assert event.dedup_key != parse(delivery(sent()))[0].dedup_key  # a new fact
+
+
+def test_a_pix_sent_is_never_thin_so_never_confirmed() -> None:
+    (event,) = parse(delivery(sent()), confirm=True, **api_options("http://x"))
+    assert not event.thin and event.kind is Kind.OTHER
+
+
+def test_gn_extras_id_envio_alone_marks_a_pix_sent() -> None:
+    item = {k: v for k, v in sent().items() if k != "tipo"}
+    (event,) = parse(delivery(item))
+    assert event.type == "pix.enviado.REALIZADO"
+
+
+def test_a_pix_sent_whose_e2eid_collides_with_a_received_one_stays_apart() -> None:
+    received, out = parse(delivery(pix(E2E_1), sent(e2eid=E2E_1)))
+    assert received.kind is Kind.PAYMENT_PAID and received.dedup_key == E2E_1
+    assert out.kind is Kind.OTHER and out.dedup_key != E2E_1
+
+
+@pytest.mark.parametrize("tipo", ["RECEBIMENTO", "DEVOLUCAO", 7])
+def test_a_direction_porteiro_does_not_know_is_dead_alone(tipo: Any) -> None:
+    good, dead = parse(delivery(pix(E2E_2, txid=TXID_2), {**pix(), "tipo": tipo}))
+    assert good.kind is Kind.PAYMENT_PAID
+    assert dead.error is not None and "tipo" in dead.error
+
+
+@pytest.mark.parametrize(
+    ("horario", "expected", "rule"),
+    [
+        ("2020-09-09T20:15:00.358Z", datetime(2020, 9, 9, 20, 15, 0, 358000, tzinfo=UTC), None),
+        ("2020-09-09T17:15:00-03:00", datetime(2020, 9, 9, 20, 15, tzinfo=UTC), None),
+        ("2020-09-09T20:15:00", datetime(2020, 9, 9, 20, 15, tzinfo=UTC), "pix.horario_format"),
+        ("09/09/2020 20:15", None, "pix.horario_format"),
+        (1599682500, None, "pix.horario_format"),
+    ],
+)
+def test_horario_is_ancillary(horario: Any, expected: datetime | None, rule: str | None) -> None:
+    (event,) = parse(delivery({**pix(), "horario": horario}))
+    assert event.kind is Kind.PAYMENT_PAID and event.occurred_at == expected
+    assert [w["rule"] for w in event.warnings] == ([rule] if rule else [])
+
+
+def test_warnings_carry_no_personal_data() -> None:
+    item = {**pix(chave=None, e2eid="E1803615022211340s08793XPJ"), "horario": "x"}
+    item["gnExtras"] = {"pagador": {"nome": "Fulana de Tal", "cpf": "12345678909"}}
+    (event,) = parse(delivery(item))
+    text = json.dumps(event.warnings)
+    assert "12345678909" not in text and "Fulana" not in text
+    assert {w["rule"] for w in event.warnings} == {
+        "pix.end_to_end_id_shape", "pix.chave_absent", "pix.horario_format",
+    }  # fmt: skip
+
+
+REC = {
+    "idRec": "RR1026652320240821lab77511abf",
+    "status": "APROVADA",
+    "atualizacao": [
+        {"status": "CRIADA", "data": "2024-08-20T10:12:07.567Z"},
+        {"status": "APROVADA", "data": "2024-08-22T12:43:53.337Z"},
+    ],
+    "ativacao": {"tipoJornada": "JORNADA_3", "dadosJornada": {"txid": "r9eFIFmwcZ55Nm4RsKZA"}},
+}
+COBR = {
+    "idRec": "RR1234567820240115abcdefghijk",
+    "txid": "3136957d93134f2184b369e8f1c0729d",
+    "status": "ATIVA",
+    "atualizacao": [{"status": "ATIVA", "data": "2024-08-20T12:34:21.300Z"}],
+    "tentativas": [
+        {"dataLiquidacao": "2024-20-08", "tipo": "AGND", "status": "SOLICITADA",
+         "endToEndId": "E12345678202406201221abcdef12345"},
+    ],
+}  # fmt: skip
+
+
+def test_pix_automatico_rec_is_stored_not_interpreted() -> None:
+    path = "/webhooks/efi/rec"
+    (event,) = provider().parse(request(json.dumps({"recs": [REC]}).encode(), path=path))
+    assert event.kind is Kind.OTHER and event.type == "pix.automatico.rec.APROVADA"
+    assert event.object_id is None and not event.actionable
+    assert event.dedup_key == f"pix.automatico.rec:{REC['idRec']}:APROVADA:2024-08-22T12:43:53.337Z"
+    assert event.occurred_at == datetime(2024, 8, 22, 12, 43, 53, 337000, tzinfo=UTC)
+    assert "not interpreted" in event.data["not_interpreted"]
+
+
+def test_pix_automatico_cobr_keys_on_the_charge_its_status_and_attempt() -> None:
+    (event,) = parse(json.dumps({"cobsr": [COBR]}).encode())
+    assert event.type == "pix.automatico.cobr.ATIVA" and event.data["txid"] == COBR["txid"]
+    assert event.data["id_rec"] == COBR["idRec"] and event.kind is Kind.OTHER
+    settled = {**COBR, "tentativas": [{**COBR["tentativas"][0], "status": "LIQUIDADA"}]}  # type: ignore[index]
+    (later,) = parse(json.dumps({"cobsr": [settled]}).encode())
+    assert later.dedup_key != event.dedup_key
+    (again,) = parse(json.dumps({"cobsr": [COBR]}).encode())
+    assert again.dedup_key == event.dedup_key
+
+
+def test_pix_automatico_item_without_its_id_is_dead_alone() -> None:
+    bad = {k: v for k, v in REC.items() if k != "idRec"}
+    good, dead = parse(json.dumps({"recs": [REC, bad]}).encode())
+    assert good.error is None and dead.error is not None and "idRec" in dead.error
+
+
+def test_pix_automatico_sent_as_one_object_is_read_with_a_warning() -> None:
+    (event,) = parse(json.dumps({"recs": REC}).encode())
+    assert [w["rule"] for w in event.warnings] == ["pix.automatico_not_array"]
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        (f"hmac={TOKEN}&ignorar=/rec", "/webhooks/efi"),
+        (f"hmac={TOKEN}/rec", "/webhooks/efi"),
+        (f"hmac={TOKEN}%2Fcobr", "/webhooks/efi"),
+        (f"hmac={TOKEN}", "/webhooks/efi/cobr"),
+    ],
+)
+def test_hmac_secret_is_accepted_with_the_pix_automatico_suffixes(query: str, path: str) -> None:
+    provider().verify(request(query=query, path=path), NOW)
+
+
+def test_hmac_with_another_suffix_is_still_refused() -> None:
+    with pytest.raises(ForbiddenPeer):
+        provider().verify(request(query=f"hmac={TOKEN}/boleto"), NOW)
+
+
+def test_sign_appends_the_route_of_the_body() -> None:
+    adapter = provider(allow_ips=["127.0.0.1"])
+    assert adapter.sign(b'{"recs": []}', NOW).query.endswith("&ignorar=/rec")
+    assert adapter.sign(b'{"cobsr": []}', NOW).query.endswith("&ignorar=/cobr")
+    assert proxied().sign(b'{"cobsr": []}', NOW).path_suffix == "/cobr"
+
+
+async def test_a_pix_the_psp_records_without_chave_is_confirmed(psp: Psp) -> None:
+    body = delivery(pix(chave=None))
+    psp.fake.add_delivery(body)
+    adapter = confirming(psp)
+    (thin,) = adapter.parse(request(body))
+    event = await adapter.enrich(thin, psp.http)
+    assert event.kind is Kind.PAYMENT_PAID and event.data["confirmed"] is True
+    assert [w["rule"] for w in event.warnings] == ["pix.chave_absent"]  # the webhook's, kept
+
+
+async def test_a_foreign_chave_at_the_psp_still_refuses_confirmation(psp: Psp) -> None:
+    body = delivery(pix(chave=None))
+    psp.fake.add_delivery(delivery(pix(chave="outra@chave.example")))
+    adapter = confirming(psp)
+    (thin,) = adapter.parse(request(body))
+    with pytest.raises(NonRetryable, match="chave not ours"):
+        await adapter.enrich(thin, psp.http)
+
+
+async def test_a_psp_answer_naming_a_pix_sent_is_never_confirmed(psp: Psp) -> None:
+    body = delivery(pix())
+    psp.fake.add_pix({**pix(), "tipo": "SOLICITACAO"})
+    adapter = confirming(psp)
+    (thin,) = adapter.parse(request(body))
+    with pytest.raises(NonRetryable, match="Pix sent"):
+        await adapter.enrich(thin, psp.http)
+
+
+async def test_psp_answers_are_read_past_ancillary_deviations(psp: Psp) -> None:
+    efi_id = "E1803615022211340s08793XPJ"
+    body = delivery(pix(efi_id))
+    psp.fake.add_pix({**pix(efi_id), "horario": "2020-09-09T20:15:00"})
+    adapter = confirming(psp)
+    (thin,) = adapter.parse(request(body))
+    event = await adapter.enrich(thin, psp.http)
+    assert event.dedup_key == efi_id and event.data["confirmed"] is True
+    assert {w["rule"] for w in event.warnings} == {"pix.end_to_end_id_shape", "pix.horario_format"}
+
+
+async def test_window_list_reads_past_one_bad_item(psp: Psp) -> None:
+    psp.fake.listed = [
+        {**pix(E2E_1), "horario": "2026-03-01T11:00:00Z"},
+        {**pix(E2E_2, txid=TXID_2), "valor": "1"},  # unreadable: skipped, logged
+        "not an object",
+        {**pix("E1803615022211340s08793XPJ", txid=None), "horario": "2026-03-01T11:30:00",
+         "devolucoes": {**refund(), "horario": {"solicitacao": "2026-03-01T11:40:00Z"}}},
+    ]  # fmt: skip
+    adapter = confirming(psp)
+    since, until = NOW - timedelta(hours=2), NOW
+    events = [event async for event in adapter.list_window(since, until, psp.http)]
+    assert [(e.dedup_key, e.kind) for e in events] == [
+        (E2E_1, Kind.PAYMENT_PAID),
+        ("E1803615022211340s08793XPJ", Kind.PAYMENT_PAID),
+        (f"{RTR_1}:DEVOLVIDO", Kind.PAYMENT_PARTIALLY_REFUNDED),
+    ]
+    assert all(e.data["confirmed"] is True and e.error is None for e in events)
+    assert {w["rule"] for w in events[1].warnings} >= {
+        "pix.end_to_end_id_shape", "pix.horario_format", "pix.devolucoes_not_array",
+    }  # fmt: skip
+
+
+async def test_fetch_status_reads_past_a_cob_timestamp_it_cannot_parse(psp: Psp) -> None:
+    psp.fake.cobs[TXID_1] = {
+        "txid": TXID_1,
+        "status": "CONCLUIDA",
+        "chave": CHAVE,
+        "valor": {"original": "110.00"},
+        "calendario": {"criacao": "01/03/2026 09:00", "expiracao": 3600},
+        "pix": [{**pix(), "horario": "2026-03-01T09:05:00"}],  # no offset: read as UTC
+    }
+    event = await confirming(psp).fetch_status(TXID_1, psp.http)
+    assert event is not None and event.kind is Kind.PAYMENT_PAID and event.amount == 11000
+    assert event.occurred_at == datetime(2026, 3, 1, 9, 5, tzinfo=UTC)
+    assert [w["rule"] for w in event.warnings] == ["pix.horario_format", "pix.horario_format"]

@@ -29,17 +29,19 @@ import httpx
 from porteiro.config import DEFAULT_RECONCILE_GRACE_SECONDS, SourceConfig
 from porteiro.errors import ConfigError, GatewayError, NonRetryable, ParseError
 from porteiro.gateway_http import GatewayPolicy
-from porteiro.model import InboundRequest, Kind, ParsedEvent
+from porteiro.model import WARNINGS_KEY, InboundRequest, Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields, pix_auth, pix_samples
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
 from porteiro.providers.pix_api import MAX_PAGES, PixApi, client_tls
 from porteiro.providers.pix_payload import (
+    AUTOMATICO_LISTS,
     CURRENCY,
-    delivery_events,
+    RULE_HORARIO,
+    body_events,
     format_valor,
+    is_sent,
     item_events,
-    load_items,
     minor_units,
     paid_event,
     rejection_reason,
@@ -95,7 +97,7 @@ class PixProvider:
         self.auth.verify(request, now)
 
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
-        return delivery_events(load_items(request.body), self.keys, thin=self.confirm)
+        return body_events(request.body, self.keys, thin=self.confirm)
 
     def ack(self) -> Ack:
         return Ack()
@@ -141,9 +143,7 @@ class PixProvider:
             if not isinstance(items, list):
                 raise GatewayError("GET /v2/pix: no pix list in the answer")
             for index, item in enumerate(items):
-                if not isinstance(item, dict):
-                    raise GatewayError(f"GET /v2/pix: pix[{index}] is not an object")
-                for event in _listed_events(item, self.keys, since, until):
+                for event in _listed_events(item, self.keys, since, until, index=index):
                     yield event
             if page + 1 >= _pages(body):
                 return
@@ -162,14 +162,15 @@ class PixProvider:
         the proxy's verified-client headers (accepted only from a trusted address).
         Plain mTLS cannot be produced by signing a body."""
         headers = {"content-type": "application/json"}
+        route = _route_of(body)
         if self._hmac_tokens:
-            query = f"hmac={quote(self._hmac_tokens[0], safe='')}&ignorar=/pix"
+            query = f"hmac={quote(self._hmac_tokens[0], safe='')}&ignorar={route}"
             return SignedRequest(body=body, headers=headers, query=query)
         if self.auth.trusted_proxies:
             cn = min(self.auth.allowed_cns) if self.auth.allowed_cns else EFI_CLIENT_CN
             headers[self.auth.headers.verify] = "SUCCESS"
             headers[self.auth.headers.subject] = f"CN={cn},O=Efi S.A. - Instituicao de Pagamento"
-            return SignedRequest(body=body, headers=headers, path_suffix="/pix")
+            return SignedRequest(body=body, headers=headers, path_suffix=route)
         raise ConfigError(
             f"source {self.source.name!r}: mTLS deliveries cannot be simulated by signing; "
             "configure hmac_token, or trusted_proxies and send from a trusted address"
@@ -191,13 +192,19 @@ def _build(source: SourceConfig) -> Provider:
 
 
 def confirmed(event: ParsedEvent, answer: Mapping[str, Any], keys: frozenset[str]) -> ParsedEvent:
-    """The paid event as the PSP confirms it, or NonRetryable naming every mismatch."""
+    """The paid event as the PSP confirms it, or NonRetryable naming every mismatch. The
+    PSP's answer is read with the webhook's rules (ancillary deviations are warnings);
+    a chave it leaves out is no mismatch (the PSP answers for our own account), one it
+    names and that is not ours is."""
     e2eid = event.dedup_key
     try:
+        sent = is_sent(answer, where=f"PSP Pix {e2eid}")
         fact = paid_event(answer, thin=False, where=f"PSP Pix {e2eid}")
     except ParseError as exc:
         raise GatewayError(f"unusable PSP answer: {exc}") from None
     problems = []
+    if sent:
+        problems.append("the PSP records it as a Pix sent, not received")
     if fact.dedup_key != e2eid:
         problems.append(f"the PSP answered for endToEndId {fact.dedup_key}")
     if fact.amount != event.amount:
@@ -211,7 +218,13 @@ def confirmed(event: ParsedEvent, answer: Mapping[str, Any], keys: frozenset[str
         problems.append(f"{rejection} at the PSP ({fact.data.get('chave')!r})")
     if problems:
         raise NonRetryable(f"Pix {e2eid} not confirmed by the PSP: " + "; ".join(problems))
-    return replace(fact, data={**fact.data, "confirmed": True})
+    # The webhook's warnings stay; the PSP answer's own are added (each rule once).
+    seen = {w["rule"] for w in event.warnings}
+    extra = [w for w in fact.warnings if w["rule"] not in seen]
+    data = {**fact.data, "confirmed": True, WARNINGS_KEY: [*event.warnings, *extra]}
+    if not data[WARNINGS_KEY]:
+        del data[WARNINGS_KEY]
+    return replace(fact, data=data)
 
 
 def cob_status_event(
@@ -234,17 +247,18 @@ def cob_status_event(
     calendario = calendario if isinstance(calendario, dict) else {}
     created = calendario.get("criacao")
     moment = pix[-1].get("horario") if status == "CONCLUIDA" and pix else created
+    warnings: list[dict[str, str]] = []
     try:
         amount = None if original is None else minor_units(original, where="valor.original")
-        occurred = fields.opt_rfc3339(moment, field="horario")
-        expires = _expiry(calendario)
     except ParseError as exc:
         raise GatewayError(f"cob {txid}: {exc}") from None
+    occurred = _lenient(moment, "horario", warnings)
+    expires = _expiry(calendario, warnings)
     kind, label = COB_KINDS.get(status, Kind.OTHER), status
     if status == "ATIVA" and now is not None and expires is not None and now > expires + grace:
         kind, label, occurred = Kind.PAYMENT_EXPIRED, "expired", expires
     e2eids = [item["endToEndId"] for item in pix if isinstance(item.get("endToEndId"), str)]
-    return ParsedEvent(
+    status_event = ParsedEvent(
         dedup_key=f"reconcile:{txid}:{label}",
         kind=kind,
         type=f"cob.{label}",
@@ -256,27 +270,52 @@ def cob_status_event(
         # No settlement id: the cob's Pix are facts of their own (and paid twice, if so).
         data={"origin": "reconcile", "status": status, "pix": e2eids},
     )
+    return fields.with_warnings(status_event, warnings)
 
 
-def _expiry(calendario: Mapping[str, Any]) -> datetime | None:
-    created = fields.opt_rfc3339(calendario.get("criacao"), field="calendario.criacao")
+def _expiry(calendario: Mapping[str, Any], warnings: list[dict[str, str]]) -> datetime | None:
+    created = _lenient(calendario.get("criacao"), "calendario.criacao", warnings)
     seconds = calendario.get("expiracao", 86400)  # the BCB default: one day
     if created is None or isinstance(seconds, bool) or not isinstance(seconds, int):
         return None
     return created + timedelta(seconds=seconds)
 
 
+def _lenient(value: Any, field: str, warnings: list[dict[str, str]]) -> datetime | None:
+    return fields.lenient_time(value, field=field, rule=RULE_HORARIO, warnings=warnings, naive=UTC)
+
+
 def _listed_events(
-    item: Mapping[str, Any], keys: frozenset[str], since: datetime, until: datetime
+    item: Any, keys: frozenset[str], since: datetime, until: datetime, *, index: int = 0
 ) -> list[ParsedEvent]:
+    """One item of `GET /v2/pix`, read with the webhook's rules. An item that cannot be
+    read is logged and skipped (it cannot be compared with anything stored), the page's
+    other items still count; a devolução that cannot be read is dropped the same way."""
+    where = f"GET /v2/pix pix[{index}]"
     try:
-        events = item_events(item, keys, thin=False, where="GET /v2/pix item")
+        events = item_events(item, keys, thin=False, where=where)
     except ParseError as exc:
-        raise GatewayError(str(exc)) from None
+        logger().warning(
+            "pix.listed_item_unreadable", action="pix.listed_item_unreadable", error=str(exc)
+        )
+        return []
+    readable = [e for e in events if e.error is None]
+    for dropped in (e for e in events if e.error is not None):
+        logger().warning(
+            "pix.listed_item_unreadable", action="pix.listed_item_unreadable", error=dropped.error
+        )
     paid = events[0]
     if paid.occurred_at is not None and not since <= paid.occurred_at < until:
         return []  # the list's bounds are inclusive
-    return [replace(e, data={**e.data, "confirmed": True, "origin": "reconcile"}) for e in events]
+    return [replace(e, data={**e.data, "confirmed": True, "origin": "reconcile"}) for e in readable]
+
+
+def _route_of(body: bytes) -> str:
+    """The suffix a PSP appends for this body: /rec and /cobr (Pix Automático), else /pix."""
+    for name, route in AUTOMATICO_LISTS.items():
+        if f'"{name}"'.encode() in body and b'"pix"' not in body:
+            return f"/{route}"
+    return "/pix"
 
 
 def _pages(body: Mapping[str, Any]) -> int:

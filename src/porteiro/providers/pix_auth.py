@@ -11,9 +11,10 @@ certificate. Porteiro learns that identity in one of two ways:
   when the TCP peer is one of `trusted_proxies`.
 
 Efí's skip-mTLS mode replaces all that with a static secret in the `hmac` query
-parameter plus a source-IP allow-list. Efí appends "/pix" to the registered URL as a
-plain string, so the secret may arrive as `hmac=SECRET/pix` (URL registered without
-`&ignorar=`), or untouched with `ignorar=/pix` or a `/pix` path: all are accepted.
+parameter plus a source-IP allow-list. Efí appends "/pix" (Pix Automático: "/rec",
+"/cobr") to the registered URL as a plain string, so the secret may arrive as
+`hmac=SECRET/pix` (URL registered without `&ignorar=`), or untouched with `ignorar=/pix`
+or a `/pix` path: all are accepted, for each of the three suffixes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from porteiro.providers import signing
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 PIX_SUFFIX = "/pix"
+# What a PSP appends to the registered URL: /pix (Pix), /rec and /cobr (Pix Automático).
+CALLBACK_SUFFIXES = (PIX_SUFFIX, "/rec", "/cobr")
 EFI_WEBHOOK_IPS = ("34.193.116.226",)  # Efí staff, 2025-01-17 (PROVIDERS.md §5.6)
 _CN = re.compile(r"(?:^|[,/+])\s*CN=((?:[^,/+\\]|\\.)*)", re.IGNORECASE)
 
@@ -103,7 +106,7 @@ class PixAuth:
         if len(given) > 1:
             raise MalformedHeader("the hmac query parameter appears more than once")
         value = given[0]
-        candidates = {value, value.removesuffix(PIX_SUFFIX)}
+        candidates = {value, *(value.removesuffix(suffix) for suffix in CALLBACK_SUFFIXES)}
         # parse_qsl decoded the percent-escapes as UTF-8, as the token is encoded.
         encoded = [item.encode("utf-8", "surrogatepass") for item in sorted(candidates)]
         if not signing.any_match(self.hmac_tokens, encoded):
