@@ -357,6 +357,13 @@ def test_hmac_sign_uses_the_first_secret() -> None:
     adapter.verify(request(signed.body, signed.headers), NOW)
 
 
+def test_hmac_sign_can_sign_as_pagarme_v4_does() -> None:
+    adapter = PagarmeProvider(source(secrets=[LEGACY_KEY], signing_hub_algorithm="sha1"))
+    signed = adapter.sign(LEGACY_BODY, NOW)
+    assert signed.headers["x-hub-signature"] == LEGACY_SIGNATURE
+    adapter.verify(request(signed.body, signed.headers), NOW)
+
+
 def test_sign_without_key_or_secret_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         PagarmeProvider(source()).sign(b"{}", NOW)
@@ -403,6 +410,8 @@ def test_default_jwks_url() -> None:
         {"jwks_refetch_seconds": -1},
         {"require_asymmetric": "yes"},
         {"signing_key_file": "/nonexistent/key.pem"},
+        {"signing_hub_algorithm": "md5"},
+        {"signing_hub_algorithm": 1},
     ],
 )
 def test_bad_options_are_config_errors(options: dict[str, Any]) -> None:

@@ -184,6 +184,7 @@ class PagarmeProvider:
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
         self.require_asymmetric = _opt_bool(source, "require_asymmetric")
+        self._signing_hub = _hub_algorithm(source)
         self.keys = _jwks_cache(source)
         self._secrets = [secret.encode() for secret in source.secrets]
         self._signing_key = _private_key(source)
@@ -317,8 +318,8 @@ class PagarmeProvider:
                 f"alg=RS256; kid={self._signing_kid}; signature={signing.encode_base64url(raw)}"
             )
         elif self._secrets:
-            digest = signing.hmac_digest(self._secrets[0], body, "sha256")
-            headers[HUB_HEADER] = "sha256=" + digest.hex()
+            digest = signing.hmac_digest(self._secrets[0], body, self._signing_hub)
+            headers[HUB_HEADER] = f"{self._signing_hub}=" + digest.hex()
         else:
             raise ConfigError(
                 f"source {self.source.name!r}: signing needs signing_key_file or secrets"
@@ -350,6 +351,15 @@ def _jwks_cache(source: SourceConfig) -> JwksCache:
     if file:
         return JwksCache(file=Path(file), refetch_seconds=float(refetch))
     return JwksCache(url=url or DEFAULT_JWKS_URL, refetch_seconds=float(refetch))
+
+
+def _hub_algorithm(source: SourceConfig) -> str:
+    """The HMAC `sign()` uses without a signing key: `sha256`, or `sha1` as Pagar.me signs
+    v4 postbacks (`signing_hub_algorithm`); `verify` accepts either whatever this says."""
+    value = source.option_str("signing_hub_algorithm") or "sha256"
+    if value not in _HUB_ALGORITHMS:
+        raise ConfigError(f"source {source.name!r}: signing_hub_algorithm must be sha1 or sha256")
+    return value
 
 
 def _opt_bool(source: SourceConfig, key: str) -> bool:
