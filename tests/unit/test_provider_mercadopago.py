@@ -903,6 +903,17 @@ def test_order_payments_sent_as_one_object_are_read_with_a_warning() -> None:
     assert [w["rule"] for w in event.warnings] == ["mercadopago.order_payments"]
 
 
+def test_order_refunds_count_when_the_payments_carry_no_refunded_amount() -> None:
+    refunds = [
+        {"id": "REF01", "transaction_id": "PAY01", "amount": "30.00", "status": "processed"},
+        {"id": "REF02", "transaction_id": "PAY01", "amount": "10.00", "status": "processing"},
+    ]
+    resource = order("processed", "partially_refunded")
+    resource["transactions"]["refunds"] = refunds
+    event = order_event(resource, ORDER_ID, "k", {"BRL": 2})
+    assert (event.kind, event.refunded_total) == (Kind.PAYMENT_PARTIALLY_REFUNDED, 3000)
+
+
 ORDER_NOTIFICATION: dict[str, Any] = {
     "action": "order.processed",
     "api_version": "v1",

@@ -166,7 +166,7 @@ def order_event(
 ) -> ParsedEvent:
     """The canonical event for a `GET /v1/orders/{id}` answer (Orders API): the order is
     the payment object; `total_amount` (a decimal string) its amount; the refunded total
-    the sum of its payments' `refunded_amount`."""
+    the sum of its payments' `refunded_amount`, else of its processed refunds' `amount`."""
     warnings: list[dict[str, str]] = []
     status = str(resource["status"])
     detail = opt_text(resource, "status_detail")
@@ -190,6 +190,8 @@ def order_event(
         method = item.get("payment_method")
         if isinstance(method, Mapping) and isinstance(method.get("id"), str):
             methods.append(method["id"])
+    if not refunded and isinstance(transactions, Mapping):
+        refunded = _processed_refunds(transactions.get("refunds"), exponent)
     kind = order_kind(status, detail, amount, refunded)
     if kind is Kind.OTHER:
         warnings.append(fields.warning(DETAIL_RULE, f"unknown order status {status[:40]!r}"))
@@ -218,6 +220,18 @@ def order_event(
         },
     )
     return fields.with_warnings(event, warnings)
+
+
+def _processed_refunds(refunds: object, exponent: int) -> int:
+    """The sum of an order's `transactions.refunds[].amount` whose status is `processed`
+    (the fallback when its payments carry no `refunded_amount`)."""
+    total = 0
+    for index, item in enumerate(refunds if isinstance(refunds, list) else []):
+        if isinstance(item, Mapping) and item.get("status") == "processed":
+            value = item.get("amount")
+            if value is not None:
+                total += to_minor(value, exponent, field=f"refunds[{index}].amount")
+    return total
 
 
 def _occurred(
