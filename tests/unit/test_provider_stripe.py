@@ -8,6 +8,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -644,9 +645,11 @@ def test_thin_related_object_deviations_are_read_past() -> None:
         "stripe.created", "stripe.related_object", "stripe.related_object"
     ]  # fmt: skip
     assert event.occurred_at is None
-    traversal = {**THIN_RELATED, "url": "/v1/payment_intents/../../v2/x"}
-    event = parse_one(body_of({**THIN_PAYMENT, "related_object": traversal}))
-    assert event.data["related_path"] == "/v1/payment_intents/pi_thin1"
+    for url in ("/v1/payment_intents/../../v2/x", "/v1/customers/cus_1", None, 7):
+        odd = {**THIN_RELATED, "url": url}
+        event = parse_one(body_of({**THIN_PAYMENT, "related_object": odd}))
+        assert event.data["related_path"] == "/v1/payment_intents/pi_thin1"
+        assert [w["rule"] for w in event.warnings] == ["stripe.related_object"]
 
 
 @pytest.mark.parametrize(
@@ -723,6 +726,39 @@ async def test_enrich_failures_are_retryable_gateway_errors(
                                    "amount": "45.00", "status": "succeeded"}  # fmt: skip
         with pytest.raises(GatewayError, match="amount"):
             await adapter(api_base_url=url, api_key=API_KEY).enrich(thin, http)
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateways" / "stripe"
+THIN_FIXTURES = sorted(FIXTURES.glob("thin-*.json"))
+SNAPSHOT_FIXTURES = sorted(set(FIXTURES.glob("*.json")) - set(THIN_FIXTURES))
+
+
+@pytest.mark.parametrize("path", THIN_FIXTURES, ids=lambda p: p.stem)
+def test_the_sdk_parses_our_thin_fixtures_signed_by_us(path: Path) -> None:
+    body = path.read_bytes()
+    signed = adapter().sign(body, datetime.now(UTC))
+    client = stripe.StripeClient("sk_test_porteiro")
+    notification = client.parse_event_notification(
+        signed.body, signed.headers["Stripe-Signature"], SECRET
+    )
+    event = parse_one(body)
+    assert (notification.id, notification.type) == (event.dedup_key, event.type)
+    related = getattr(notification, "related_object", None)
+    if event.thin:
+        assert related is not None and related.id == event.object_id
+        assert event.data["related_path"] == related.url
+
+
+@pytest.mark.parametrize("path", SNAPSHOT_FIXTURES, ids=lambda p: p.stem)
+def test_the_sdk_constructs_our_snapshot_fixtures_signed_by_us(path: Path) -> None:
+    body = path.read_bytes()
+    signed = adapter().sign(body, datetime.now(UTC))
+    sdk_event = stripe.Webhook.construct_event(
+        signed.body, signed.headers["Stripe-Signature"], SECRET
+    )
+    event = parse_one(body)
+    assert (sdk_event.id, sdk_event.type) == (event.dedup_key, event.type)
+    assert event.error is None and not event.warnings
 
 
 # -- what the adapter reads past (the issue 21 rule) -----------------------------------------

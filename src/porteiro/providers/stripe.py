@@ -469,13 +469,21 @@ def related_context(body: Mapping[str, Any]) -> str | None:
 def _related_path(
     related_type: str, related_id: str, related: Mapping[str, Any], warnings: list[dict[str, str]]
 ) -> str:
-    """Where to GET the related object: its `url` when it is a plain `/v1/` path of the
-    configured API (never another host), else the path Stripe serves that type at."""
+    """Where to GET the related object: its `url` when it is a plain path under the one
+    Stripe serves that type at, on the configured API (never another host or object),
+    else that path built from the id, with a warning."""
     url = related.get("url")
-    own = RELATED_PATHS[related_type] + quote(related_id, safe="")
-    if isinstance(url, str) and _SAFE_PATH.fullmatch(url) and ".." not in url and "//" not in url:
+    prefix = RELATED_PATHS[related_type]
+    own = prefix + quote(related_id, safe="")
+    if (
+        isinstance(url, str)
+        and url.startswith(prefix)
+        and _SAFE_PATH.fullmatch(url)
+        and ".." not in url
+        and "//" not in url
+    ):
         return url
-    detail = "absent" if url is None else "not a /v1/ path of the API"
+    detail = "absent" if url is None else f"not a path under {prefix}"
     warnings.append(fields.warning(RULE_RELATED, f"related_object.url {detail}: GET {own}"))
     return own
 
