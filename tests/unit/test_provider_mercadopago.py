@@ -55,14 +55,14 @@ from tests.providers_support import inbound
 
 NOW = datetime(2025, 3, 20, 21, 20, 38, tzinfo=UTC)
 TS = str(int(NOW.timestamp()))
-SECRET = "your_secret_key_here"  # the official SDK's test constants (PROVIDERS.md §3.1)
+SECRET = "your_secret_key_here"  # the official SDK's test constants
 REQUEST_ID = "2066ca19-c6f1-498a-be75-1923005edd06"
 DATA_ID_LOWER = "ord01jq4s4ky8hwq6na5pxb65b3d3"
 SDK_TS = "1742505638683"
 SDK_VECTOR = "633f91233312dd391ec75fa0bea539cfc2d6c4918873305b84a96cc1c58db71c"
 TOKEN = "APP_USR-4815162342-test-token"
 
-# PROVIDERS.md §3.2, the documented notification.
+# The notification body as Mercado Pago's webhook documentation shows it.
 EXAMPLE: dict[str, Any] = {
     "id": 12345,
     "live_mode": True,

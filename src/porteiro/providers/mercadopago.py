@@ -1,7 +1,7 @@
 """Mercado Pago: `x-signature` over a manifest, thin notifications enriched from the API.
 
-Authentication (PROVIDERS.md §3.1): `x-signature: ts=<ts>,v1=<hex>`, HMAC-SHA256 keyed with
-the secret (UTF-8) over `id:{data.id};request-id:{x-request-id};ts:{ts};`, built as Mercado
+Authentication (Mercado Pago's webhook docs, "validate the origin"): `x-signature:
+ts=<ts>,v1=<hex>`, HMAC-SHA256 keyed with the secret (UTF-8) over `id:{data.id};request-id:{x-request-id};ts:{ts};`, built as Mercado
 Pago's own validator builds it: `data.id` from the QUERY STRING and `x-request-id` trimmed,
 a pair with an absent or blank value dropped (the trailing `;` stays), `ts` verbatim.
 `data.id` is lower-cased as the docs ask; the id as received (what the official SDK signs)
