@@ -1,8 +1,9 @@
 """Mercado Pago: `x-signature` over a manifest, thin notifications enriched from the API.
 
-Authentication (Mercado Pago's webhook docs, "validate the origin"): `x-signature:
-ts=<ts>,v1=<hex>`, HMAC-SHA256 keyed with the secret (UTF-8) over `id:{data.id};request-id:{x-request-id};ts:{ts};`, built as Mercado
-Pago's own validator builds it: `data.id` from the QUERY STRING and `x-request-id` trimmed,
+Authentication (Mercado Pago's webhook docs, "validate the origin"):
+`x-signature: ts=<ts>,v1=<hex>`, HMAC-SHA256 keyed with the secret (UTF-8) over
+`id:{data.id};request-id:{x-request-id};ts:{ts};`, built as Mercado Pago's own validator
+builds it: `data.id` from the QUERY STRING and `x-request-id` trimmed,
 a pair with an absent or blank value dropped (the trailing `;` stays), `ts` verbatim.
 `data.id` is lower-cased as the docs ask; the id as received (what the official SDK signs)
 is accepted too. `ts` may be seconds or milliseconds (above 10^11: ms) and must be within
