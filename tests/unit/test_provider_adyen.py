@@ -505,8 +505,18 @@ def test_event_fields() -> None:
             "payment_method": "visa",
             "reason": "033899:1111:03/2030",
             "live": "false",
+            "payment_amount": 1130,
         },
     )
+
+
+def test_a_refused_or_canceled_payment_keeps_its_amount() -> None:
+    refused = item("AUTHORISATION", "false", amount={"currency": "EUR", "value": 12900})
+    payment = ledger.replay_history("adyen", PSP, enumerate([parse_one(refused)]), NOW)
+    assert (payment.state, payment.amount) == (PaymentState.FAILED, 12900)
+    # A refund's amount is that refund's, never the payment's.
+    refund = item("REFUND", originalReference=PSP, pspReference="R" * 16)
+    assert "payment_amount" not in parse_one(refund).data
 
 
 def test_batch_of_three_is_three_events() -> None:

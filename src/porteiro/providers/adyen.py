@@ -129,6 +129,11 @@ KNOWN_CODES = frozenset({"AUTHORISATION", "CANCEL_OR_REFUND", *SUCCESS_KINDS, *I
 _REFUND_KINDS = frozenset(
     {Kind.PAYMENT_PARTIALLY_REFUNDED, Kind.PAYMENT_REFUNDED, Kind.PAYMENT_REFUND_REVERSED}
 )
+# Codes whose `amount` is the whole payment's (EXPIRE: "the amount originally authorised"):
+# kept as `payment_amount`, so a payment refused or canceled before it was paid keeps it.
+_PAYMENT_AMOUNT_CODES = frozenset(
+    {"AUTHORISATION", "PENDING", "CANCELLATION", "TECHNICAL_CANCEL", "OFFER_CLOSED", "EXPIRE"}
+)
 # Warnings (rule -> what it means); a metric label: keep the set small and fixed.
 RULES: Mapping[str, str] = {
     "adyen.event_date": "eventDate not RFC 3339 with an offset: read as meant, or ignored",
@@ -300,6 +305,9 @@ class AdyenProvider:
             # The refund's own reference, which REFUND_FAILED / REFUNDED_REVERSED repeat.
             "settlement_id": psp if kind in _REFUND_KINDS else None,
         }
+        data: dict[str, Any] = {k: v for k, v in details.items() if isinstance(v, str) and v}
+        if value is not None and code in _PAYMENT_AMOUNT_CODES:
+            data["payment_amount"] = value
         event = ParsedEvent(
             dedup_key=f"{psp}:{code}:{success}",
             kind=kind,
@@ -309,7 +317,7 @@ class AdyenProvider:
             amount=value,
             currency=currency,
             occurred_at=occurred,
-            data={key: text for key, text in details.items() if isinstance(text, str) and text},
+            data=data,
         )
         return fields.with_warnings(event, warnings)
 
