@@ -238,15 +238,15 @@ class MercadoPagoProvider:
         # Legacy IPN cannot be authenticated ("despite receiving the x-Signature header,
         # they do not allow validation through the secret key"): it is taken as a hint
         # only, never trusted (parse makes it thin; enrich re-reads the payment).
-        hint = self.accept_ipn and ipn_only(request)
+        # Only looked at when the signature is absent or fails (not on the hot path).
         if header is None or not header.strip():
-            if hint:
+            if self.accept_ipn and ipn_only(request):
                 return
             raise MissingHeader(f"{SIGNATURE_HEADER} header is missing")
         try:
             self._verify_signature(header, request, now)
         except AuthenticationError:
-            if hint:
+            if self.accept_ipn and ipn_only(request):
                 return
             raise
 
