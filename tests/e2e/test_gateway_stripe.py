@@ -1,14 +1,16 @@
 """Stripe end to end: simulated Stripe lifecycles (refunds, every delivery sent four
 times, shuffled) over real HTTP into a real Porteiro (uvicorn, receiver, background worker,
 SQLite and PostgreSQL); the payments converge and their history is recorded. Refused
-deliveries are 401, quarantined, and leave no event."""
+deliveries are 401, quarantined, and leave no event. Thin v2 events are fetched from a
+local fake Stripe API (retried through an outage, with their Stripe-Context), or ignored
+without a call when they are not about a payment."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -21,10 +23,12 @@ from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus, PaymentState, StoredEvent, Verdict
 from porteiro.providers.base import Provider, SamplePayment, build_provider
 from porteiro.replay import matching_events
+from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now
 from porteiro.simulate import build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
+from tests.fakes.stripe import FakeStripe
 from tests.live_server import live_server
 
 SOURCE = "stripe"
@@ -173,3 +177,105 @@ async def test_refused_deliveries_are_401_quarantined_and_leave_no_event(
     quarantined = await store.list_quarantine(20)
     assert sorted(q.reason for q in quarantined) == sorted(reason for reason, _, _ in cases)
     assert {q.source for q in quarantined} == {SOURCE}
+
+
+# -- thin v2 events through a real worker and a local fake Stripe API ------------------------
+
+THIN_KEY = "sk_test_e2e_thin"
+THIN_PI = "pi_3E2eThinPayment0001"
+
+
+def thin_body(event_id: str, event_type: str, related: dict[str, str]) -> bytes:
+    """A v2 event notification (stripe-python v2/core/_event.py EventNotification)."""
+    return json.dumps(
+        {"id": event_id, "object": "v2.core.event", "type": event_type, "livemode": False,
+         "created": "2026-03-01T12:00:00.250Z", "context": "acct_1E2eConnected",
+         "related_object": related}, indent=2,
+    ).encode()  # fmt: skip
+
+
+@dataclass
+class ThinServed:
+    url: str
+    runtime: Runtime
+    provider: Provider
+    api: FakeStripe
+
+
+@pytest.fixture
+async def thin_served(store_url: str) -> AsyncIterator[ThinServed]:
+    api = FakeStripe(api_key=THIN_KEY)
+    async with live_server(api.app(), lifespan="off") as api_url:
+        source = SourceConfig(
+            name=SOURCE, provider="stripe", secrets=(SECRET,), api_key=THIN_KEY,
+            api_base_url=api_url,
+        )  # fmt: skip
+        retry = RetryPolicy(base_delay_seconds=0.05, multiplier=1.0, jitter=0.0)
+        config = Config(
+            store_url=store_url,
+            sources={SOURCE: source},
+            worker=WorkerConfig(poll_interval_seconds=0.05, retry=retry),
+        )
+        runtime = Runtime.build(config)
+        app = create_app(runtime, background=[Worker(runtime).run], migrate=True)
+        async with live_server(app) as url:
+            yield ThinServed(url, runtime, build_provider(source), api)
+
+
+async def post_signed(served: ThinServed, body: bytes) -> None:
+    signed = served.provider.sign(body, utc_now())
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        response = await client.post(
+            f"/webhooks/{SOURCE}", content=signed.body, headers=dict(signed.headers)
+        )
+    assert (response.status_code, response.content) == (200, b"")
+
+
+async def wait_for(served: ThinServed, done: Callable[[list[StoredEvent]], bool]) -> StoredEvent:
+    events: list[StoredEvent] = []
+    for _ in range(300):
+        events = list(await matching_events(served.runtime.store, EventFilter(source=SOURCE)))
+        if events and done(events):
+            return events[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError([(e.type, e.status.value, e.last_error) for e in events])
+
+
+async def test_thin_payment_event_is_fetched_after_an_outage_and_applied(
+    thin_served: ThinServed,
+) -> None:
+    api = thin_served.api
+    api.intents[THIN_PI] = {"id": THIN_PI, "object": "payment_intent", "amount": 7300,
+                            "currency": "brl", "status": "succeeded",
+                            "metadata": {"order_id": "order-thin"}}  # fmt: skip
+    api.fail_with = 500
+    related = {"id": THIN_PI, "type": "payment_intent", "url": f"/v1/payment_intents/{THIN_PI}"}
+    await post_signed(thin_served, thin_body("evt_test_e2eThin0001", "v1.payment_intent.succeeded",
+                                             related))  # fmt: skip
+    failed = await wait_for(thin_served, lambda es: es[0].status is EventStatus.RETRYING)
+    assert failed.last_error is not None and "500" in failed.last_error
+    assert THIN_KEY not in failed.last_error
+    api.fail_with = None
+    done = await wait_for(thin_served, lambda es: es[0].status is EventStatus.DONE)
+    assert (done.type, done.object_id, done.kind.value) == (
+        "v1.payment_intent.succeeded", THIN_PI, "payment.paid"
+    )  # fmt: skip
+    stored = await thin_served.runtime.store.get_payment(SOURCE, THIN_PI)
+    assert stored is not None
+    assert (stored.state, stored.amount, stored.reference) == (
+        PaymentState.PAID, 7300, "order-thin"
+    )  # fmt: skip
+    assert {h.get("stripe-context") for h in api.headers} == {"acct_1E2eConnected"}
+
+
+async def test_thin_event_not_about_a_payment_is_ignored_without_an_api_call(
+    thin_served: ThinServed,
+) -> None:
+    related = {"id": "mtr_test_e2e", "type": "billing.meter",
+               "url": "/v1/billing/meters/mtr_test_e2e"}  # fmt: skip
+    body = thin_body("evt_test_e2eThin0002", "v1.billing.meter.error_report_triggered", related)
+    await post_signed(thin_served, body)
+    ignored = await wait_for(thin_served, lambda es: es[0].status is EventStatus.IGNORED)
+    assert (ignored.kind.value, ignored.object_id) == ("other", None)
+    assert "not about a payment (billing.meter)" in ignored.data["ignored"]
+    assert thin_served.api.requests == []
