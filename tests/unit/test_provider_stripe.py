@@ -1,6 +1,7 @@
-"""Stripe adapter: `Stripe-Signature` checked against the official `stripe` SDK and the
-PROVIDERS.md §1.1 golden vector; event mapping; status reads against a real local fake
-Stripe API (tests/fakes/stripe.py on uvicorn)."""
+"""Stripe adapter: `Stripe-Signature` checked against the official `stripe` SDK and a
+golden vector from stripe-python's test_webhook inputs; event mapping (snapshot and thin
+v2 events, and what is read past); status reads and thin-event fetches against a real
+local fake Stripe API (tests/fakes/stripe.py on uvicorn)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from tests.providers_support import inbound
 SECRET = "whsec_test_secret"  # the SDK's own test secret
 OLD_SECRET = "whsec_old_0123456789abcdefABCDEF"
 NEW_SECRET = "whsec_new_fedcba9876543210FEDCBA"
-# PROVIDERS.md §1.1, computed from the stripe-python test inputs.
+# A golden vector computed from the stripe-python test_webhook inputs.
 GOLDEN_T = 1614265330
 GOLDEN_BODY = b'{"id":"evt_test_webhook","object":"event"}'
 GOLDEN_V1 = "3c5817089d739023dd6190f70a3757e04f7a2fd8b5dab12c2e000f51970dccff"

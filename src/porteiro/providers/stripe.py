@@ -1,4 +1,5 @@
-"""Stripe: `Stripe-Signature` webhooks carrying v1 snapshot events (PROVIDERS.md §1).
+"""Stripe: `Stripe-Signature` webhooks carrying v1 snapshot events or v2 thin notifications
+(docs.stripe.com/webhooks#verify-manually, docs.stripe.com/event-destinations).
 
 Authentication: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, HMAC-SHA256 over
 `"{t}.{raw body}"` keyed with the `whsec_...` secret string as UTF-8 bytes (it is NOT
