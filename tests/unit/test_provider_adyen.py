@@ -32,6 +32,7 @@ from porteiro.model import UNPARSEABLE_TYPE, InboundRequest, Kind, ParsedEvent, 
 from porteiro.providers.adyen import (
     IGNORED_CODES,
     KNOWN_CODES,
+    NEEDS_ORIGINAL,
     SUCCESS_KINDS,
     AdyenProvider,
     event_kind,
@@ -434,6 +435,7 @@ MAPPING = [
     ("NOTIFICATION_OF_CHARGEBACK", "true", Kind.DISPUTE_OPENED),
     ("REQUEST_FOR_INFORMATION", "true", Kind.DISPUTE_OPENED),
     ("CHARGEBACK", "true", Kind.DISPUTE_LOST),
+    ("DISPUTE_OPENED_WITH_CHARGEBACK", "true", Kind.DISPUTE_LOST),
     ("CHARGEBACK_REVERSED", "true", Kind.DISPUTE_WON),
     ("PREARBITRATION_WON", "true", Kind.DISPUTE_WON),
     ("PREARBITRATION_LOST", "true", Kind.DISPUTE_LOST),
@@ -453,9 +455,23 @@ MAPPING = [
 
 @pytest.mark.parametrize(("code", "success", "kind"), MAPPING)
 def test_event_mapping(code: str, success: str, kind: Kind) -> None:
-    event = parse_one(item(code, success))
+    extra = {"originalReference": "8313547924770610"} if code in NEEDS_ORIGINAL else {}
+    event = parse_one(item(code, success, **extra))
     assert (event.kind, event.type, event.data["success"]) == (kind, code, success)
     assert event.dedup_key == f"7914073381342284:{code}:{success}"
+
+
+@pytest.mark.parametrize("code", sorted(NEEDS_ORIGINAL))
+def test_a_modification_without_original_reference_is_unreadable_alone(code: str) -> None:
+    """Its pspReference is its own (the refund's, the dispute's): which payment is unknown.
+    Adyen's own OpenAPI examples for CHARGEBACK_REVERSED, SECOND_CHARGEBACK and
+    PREARBITRATION_WON leave it out."""
+    events = adapter().parse(request(body_of(item(), item(code, pspReference="M" * 16))))
+    assert events[0].kind is Kind.PAYMENT_PAID and events[0].error is None
+    assert events[1].error is not None and "originalReference is required" in events[1].error
+    # Refused by Adyen (success "false"), it changes nothing anywhere: read, as other.
+    refused = parse_one(item(code, "false", pspReference="M" * 16))
+    assert (refused.error, refused.kind) == (None, Kind.OTHER)
 
 
 @pytest.mark.parametrize("code", sorted(SUCCESS_KINDS))
@@ -484,7 +500,8 @@ def test_capture_modes() -> None:
     assert parse_one(item(), capture="automatic").kind is Kind.PAYMENT_PAID
     assert parse_one(item(), capture="manual").kind is Kind.PAYMENT_AUTHORIZED
     assert parse_one(item("AUTHORISATION", "false"), capture="manual").kind is Kind.PAYMENT_FAILED
-    assert parse_one(item("CAPTURE"), capture="manual").kind is Kind.PAYMENT_PAID
+    capture = item("CAPTURE", originalReference="7914073381342284", pspReference="C" * 16)
+    assert parse_one(capture, capture="manual").kind is Kind.PAYMENT_PAID
 
 
 def test_event_fields() -> None:
@@ -566,8 +583,12 @@ UNREADABLE = [
     ({"amount": {"value": 10.5, "currency": "EUR"}}, "amount.value"),
     ({"amount": {"value": 10, "currency": 978}}, "amount.currency"),
     ({"amount": [1]}, "amount must be an object"),
-    ({"eventCode": "REFUND", "amount": {"currency": "EUR"}}, "how much was refunded"),
-    ({"eventCode": "REFUND", "amount": {"value": -5, "currency": "EUR"}}, "non-negative"),
+    ({"eventCode": "REFUND", "originalReference": "7914073381342284", "amount": {}}, "how much"),
+    (
+        {"eventCode": "REFUND", "originalReference": "7914073381342284", "amount": {"value": -5}},
+        "non-negative",
+    ),
+    ({"eventCode": "CHARGEBACK_REVERSED"}, "originalReference is required"),
 ]
 
 
@@ -673,7 +694,8 @@ def test_an_event_code_adyen_does_not_document_is_other_with_a_warning() -> None
 DOCUMENTED_CODES = [
     "AUTHORISATION", "AUTHORISATION_ADJUSTMENT", "AUTORESCUE", "CANCEL_AUTORESCUE",
     "CANCELLATION", "CANCEL_OR_REFUND", "CAPTURE", "CAPTURE_FAILED", "CHARGEBACK",
-    "CHARGEBACK_REVERSED", "DISPUTE_DEFENSE_PERIOD_ENDED", "EXPIRE", "HANDLED_EXTERNALLY",
+    "CHARGEBACK_REVERSED", "DISPUTE_DEFENSE_PERIOD_ENDED", "DISPUTE_OPENED_WITH_CHARGEBACK",
+    "EXPIRE", "HANDLED_EXTERNALLY",
     "INFORMATION_SUPPLIED", "ISSUER_COMMENTS", "MANUAL_REVIEW_ACCEPT", "MANUAL_REVIEW_REJECT",
     "NOTIFICATION_OF_CHARGEBACK", "NOTIFICATION_OF_FRAUD", "OFFER_CLOSED", "ORDER_CLOSED",
     "ORDER_OPENED", "PAIDOUT_REVERSED", "PAYOUT_DECLINE", "PAYOUT_EXPIRE", "PAYOUT_THIRDPARTY",

@@ -94,6 +94,9 @@ SUCCESS_KINDS: Mapping[str, Kind] = {
     "NOTIFICATION_OF_CHARGEBACK": Kind.DISPUTE_OPENED,
     "REQUEST_FOR_INFORMATION": Kind.DISPUTE_OPENED,
     "CHARGEBACK": Kind.DISPUTE_LOST,
+    # A CHARGEBACK that came with no NOTIFICATION_OF_CHARGEBACK before it: the money is
+    # already debited (defending it can still end in CHARGEBACK_REVERSED).
+    "DISPUTE_OPENED_WITH_CHARGEBACK": Kind.DISPUTE_LOST,
     "SECOND_CHARGEBACK": Kind.DISPUTE_LOST,
     "PREARBITRATION_LOST": Kind.DISPUTE_LOST,
     "CHARGEBACK_REVERSED": Kind.DISPUTE_WON,
@@ -125,6 +128,28 @@ IGNORED_CODES: Mapping[str, str] = {
     "REPORT_AVAILABLE": "a report to download, not a payment",
 }
 KNOWN_CODES = frozenset({"AUTHORISATION", "CANCEL_OR_REFUND", *SUCCESS_KINDS, *IGNORED_CODES})
+# Modifications and disputes: their pspReference is their own (the refund's, the dispute's),
+# the payment is originalReference. Without it, which payment they concern is unknown.
+NEEDS_ORIGINAL = frozenset(
+    {
+        "CAPTURE",
+        "CAPTURE_FAILED",
+        "CANCELLATION",
+        "TECHNICAL_CANCEL",
+        "CANCEL_OR_REFUND",
+        "REFUND",
+        "REFUND_FAILED",
+        "REFUNDED_REVERSED",
+        "NOTIFICATION_OF_CHARGEBACK",
+        "REQUEST_FOR_INFORMATION",
+        "CHARGEBACK",
+        "SECOND_CHARGEBACK",
+        "PREARBITRATION_LOST",
+        "PREARBITRATION_WON",
+        "CHARGEBACK_REVERSED",
+        "DISPUTE_OPENED_WITH_CHARGEBACK",
+    }
+)
 # Kinds whose `amount` is that of one refund (or its reversal): read as the settlement.
 _REFUND_KINDS = frozenset(
     {Kind.PAYMENT_PARTIALLY_REFUNDED, Kind.PAYMENT_REFUNDED, Kind.PAYMENT_REFUND_REVERSED}
@@ -282,6 +307,10 @@ class AdyenProvider:
         action = extra.get("modification.action")
         action = action if isinstance(action, str) and action else None
         kind = event_kind(code, success, action, manual_capture=self.manual_capture)
+        if original is None and kind is not Kind.OTHER and code in NEEDS_ORIGINAL:
+            # Its pspReference is its own, not the payment's: filing it there would make
+            # a phantom payment while the real one keeps its state.
+            raise ParseError(f"{where}.originalReference is required for {code}: which payment?")
         value, currency = _amount(item.get("amount"), where, refund=kind in _REFUND_KINDS)
         if kind is Kind.PAYMENT_PARTIALLY_REFUNDED and value is None:
             raise ParseError(f"{where}.amount.value is required: how much was refunded?")
