@@ -300,10 +300,9 @@ class MercadoPagoProvider:
                 key, Kind.OTHER, "ipn.payment.invalid_id", None,
                 data={**data, "note": "IPN id is not a payment id: not fetched"},
             )  # fmt: skip
-            shown = object_id[:24].encode("ascii", "replace").decode()
-            return fields.with_warnings(
-                event, [fields.warning(IPN_ID_RULE, f"IPN id {shown!r} is not numeric")]
-            )
+            # Not echoed: the text is the sender's, and could be anything.
+            detail = f"IPN id is not numeric ({len(object_id)} characters): not fetched"
+            return fields.with_warnings(event, [fields.warning(IPN_ID_RULE, detail)])
         if not self.hints.admit(key, received_at):
             event = ParsedEvent(
                 f"ipn-throttled:{topic}:{object_id}:{window}", Kind.OTHER,
