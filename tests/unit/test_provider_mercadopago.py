@@ -1019,6 +1019,7 @@ def test_an_ipn_id_that_is_not_a_payment_id_is_never_fetched() -> None:
     [event] = adapter().parse(request(b"", {}, "topic=payment&id=..%2Fusers%2Fme"))
     assert not event.thin and event.object_id is None
     assert [w["rule"] for w in event.warnings] == ["mercadopago.ipn_id"]
+    assert "users" not in event.warnings[0]["detail"]  # the sender's text is not echoed
     assert initial_status(event) is EventStatus.IGNORED
 
 
