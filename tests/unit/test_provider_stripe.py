@@ -665,6 +665,8 @@ def test_thin_related_object_deviations_are_read_past() -> None:
         ("v1.refund.created", "refund", "re_thin1", Kind.PAYMENT_PARTIALLY_REFUNDED,
          (1500, None)),
         ("v1.charge.dispute.closed", "dispute", "du_thin1", Kind.DISPUTE_LOST, (4500, None)),
+        ("v1.checkout.session.completed", "checkout.session", "cs_test_thin1",
+         Kind.PAYMENT_PAID, (4500, None)),
     ],
 )  # fmt: skip
 async def test_enrich_fetches_the_related_object_and_maps_it_like_a_snapshot(
@@ -689,8 +691,13 @@ async def test_enrich_fetches_the_related_object_and_maps_it_like_a_snapshot(
     api.objects["du_thin1"] = {"id": "du_thin1", "object": "dispute", "amount": 4500,
                                "charge": "ch_thin1", "currency": "brl",
                                "payment_intent": "pi_thin1", "status": "lost"}  # fmt: skip
-    path = {"payment_intent": "payment_intents", "charge": "charges", "refund": "refunds",
-            "dispute": "disputes"}[related_type]  # fmt: skip
+    api.objects["cs_test_thin1"] = {"id": "cs_test_thin1", "object": "checkout.session",
+                                    "amount_total": 4500, "currency": "brl",
+                                    "payment_intent": "pi_thin1", "payment_status": "paid",
+                                    "status": "complete", "metadata": {}}  # fmt: skip
+    paths = {"payment_intent": "payment_intents", "charge": "charges", "refund": "refunds",
+             "dispute": "disputes", "checkout.session": "checkout/sessions"}  # fmt: skip
+    path = paths[related_type]
     related = {"id": answer, "type": related_type, "url": f"/v1/{path}/{answer}"}
     thin = parse_one(body_of({**THIN_PAYMENT, "type": thin_type, "related_object": related}))
     provider = adapter(api_base_url=url, api_key=API_KEY)

@@ -490,29 +490,30 @@ def _related_path(
 
 
 def _created(body: Mapping[str, Any], warnings: list[dict[str, str]]) -> datetime | None:
-    """A snapshot event's `created` (unix seconds). It only orders the facts: anything
-    else is read past with a warning (a numeric string or float as seconds, else None)."""
+    """A snapshot event's `created` (unix seconds). It only orders the facts, so anything
+    else is read past with a warning: a float or a digit string as those seconds, any
+    other value (or one out of range) as no time."""
     value = body.get("created")
     if value is None:
         return None
-    seconds: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        seconds = value
-    elif isinstance(value, float) and value.is_integer():
+    exact = isinstance(value, int) and not isinstance(value, bool)
+    seconds: int | None = value if exact else None
+    if isinstance(value, float) and value.is_integer():
         seconds = int(value)
     elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         seconds = int(value.strip())
+    moment = None
     if seconds is not None and seconds >= 0:
         try:
             moment = datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             moment = None
-        if moment is not None:
-            if seconds is not value:
-                warnings.append(fields.warning(RULE_CREATED, "created is not an integer: read"))
-            return moment
-    warnings.append(fields.warning(RULE_CREATED, "created is not unix seconds: ignored"))
-    return None
+    if moment is None:
+        warnings.append(fields.warning(RULE_CREATED, "created is not unix seconds: ignored"))
+    elif not exact:
+        detail = f"created is a {type(value).__name__}, not an integer: read as unix seconds"
+        warnings.append(fields.warning(RULE_CREATED, detail))
+    return moment
 
 
 def _kind(
