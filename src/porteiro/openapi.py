@@ -286,7 +286,17 @@ def _webhook_paths() -> dict[str, Any]:
         },
     }
     pix = {**post, "summary": "Receive a Pix webhook (PSPs append /pix to the URL)"}
-    return {"/webhooks/{source}": {"post": post}, "/webhooks/{source}/pix": {"post": pix}}
+    automatico = {
+        **post,
+        "summary": "Receive a Pix Automático callback (recurrences /rec, recurring charges "
+        "/cobr); Pix sources only, else 404",
+    }
+    return {
+        "/webhooks/{source}": {"post": post},
+        "/webhooks/{source}/pix": {"post": pix},
+        "/webhooks/{source}/rec": {"post": automatico},
+        "/webhooks/{source}/cobr": {"post": automatico},
+    }
 
 
 def _probe_paths() -> dict[str, Any]:
