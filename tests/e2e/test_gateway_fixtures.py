@@ -275,3 +275,11 @@ async def test_gateway_fixture_dead_lettered_by_an_older_version_replays_right(
     assert len(placeholders) == len(case.deliveries)
     assert all(e.status is EventStatus.IGNORED for e in placeholders)
     check(case, [e for e in stored if e not in placeholders], payment)
+
+
+def test_every_gateway_has_eight_fixtures_that_name_their_origin() -> None:
+    for gateway in ("adyen", "mercadopago", "pagarme", "pix", "stripe"):
+        cases = [case for case in CASES if case.gateway == gateway]
+        files = {d.file for case in cases for d in case.deliveries}
+        assert len(files) >= 8, (gateway, sorted(files))
+        assert all(case.shape.strip() for case in cases), gateway
