@@ -13,7 +13,8 @@ rather than guessed at.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -128,12 +129,6 @@ def payment_event(
         warnings.append(
             fields.warning(DETAIL_RULE, f"charged_back with status_detail {seen!r}: read as lost")
         )
-    payment_amount = amount
-    refunded_total: int | None = None
-    if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
-        # Cumulative only: several notifications re-read the same total.
-        refunded_total = refunded or (amount if kind is Kind.PAYMENT_REFUNDED else None)
-        amount = None
     occurred = _occurred(
         resource,
         ("date_approved",) if kind is Kind.PAYMENT_PAID else (),
@@ -141,21 +136,60 @@ def payment_event(
         warnings,
     )
     details = {key: opt_text(resource, key) for key in ("payment_method_id", "payment_type_id")}
+    return _snapshot(
+        Snapshot(kind, f"payment.{status}", status, detail, amount, refunded, currency, occurred),
+        resource,
+        object_id,
+        dedup_key,
+        {key: value for key, value in details.items() if value},
+        warnings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a status read (a payment, an order) says, before it becomes an event."""
+
+    kind: Kind
+    type: str
+    status: str
+    detail: str | None
+    amount: int | None
+    refunded: int
+    currency: str | None
+    occurred_at: datetime | None
+
+
+def _snapshot(
+    read: Snapshot,
+    resource: Mapping[str, Any],
+    object_id: str,
+    dedup_key: str,
+    extra: Mapping[str, Any],
+    warnings: Sequence[Mapping[str, str]],
+) -> ParsedEvent:
+    """The canonical event of a status read: a refund kind carries the cumulative refunded
+    total (several notifications re-read the same total) and no amount of its own; the
+    whole amount due stays in `data["payment_amount"]` for the ledger."""
+    amount, refunded_total = read.amount, None
+    if read.kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
+        whole = read.amount if read.kind is Kind.PAYMENT_REFUNDED else None
+        amount, refunded_total = None, read.refunded or whole
     event = ParsedEvent(
         dedup_key=dedup_key,
-        kind=kind,
-        type=f"payment.{status}",
+        kind=read.kind,
+        type=read.type,
         object_id=object_id,
         reference=opt_text(resource, "external_reference"),
         amount=amount,
-        currency=currency,
-        occurred_at=occurred,
+        currency=read.currency,
+        occurred_at=read.occurred_at,
         refunded_total=refunded_total,
         data={
-            "status": status,
-            "status_detail": detail or "",
-            "payment_amount": payment_amount,
-            **{key: value for key, value in details.items() if value},
+            "status": read.status,
+            "status_detail": read.detail or "",
+            "payment_amount": read.amount,
+            **extra,
         },
     )
     return fields.with_warnings(event, warnings)
@@ -195,31 +229,15 @@ def order_event(
     kind = order_kind(status, detail, amount, refunded)
     if kind is Kind.OTHER:
         warnings.append(fields.warning(DETAIL_RULE, f"unknown order status {status[:40]!r}"))
-    payment_amount = amount
-    refunded_total: int | None = None
-    if kind in (Kind.PAYMENT_REFUNDED, Kind.PAYMENT_PARTIALLY_REFUNDED):
-        refunded_total = refunded or (amount if kind is Kind.PAYMENT_REFUNDED else None)
-        amount = None
     occurred = _occurred(resource, (), ("last_updated_date", "created_date"), warnings)
-    event = ParsedEvent(
-        dedup_key=dedup_key,
-        kind=kind,
-        type=f"order.{status}",
-        object_id=object_id,
-        reference=opt_text(resource, "external_reference"),
-        amount=amount,
-        currency=currency,
-        occurred_at=occurred,
-        refunded_total=refunded_total,
-        data={
-            "status": status,
-            "status_detail": detail or "",
-            "payment_amount": payment_amount,
-            "api": "orders",
-            **({"payment_method_id": methods[0]} if methods else {}),
-        },
+    return _snapshot(
+        Snapshot(kind, f"order.{status}", status, detail, amount, refunded, currency, occurred),
+        resource,
+        object_id,
+        dedup_key,
+        {"api": "orders", **({"payment_method_id": methods[0]} if methods else {})},
+        warnings,
     )
-    return fields.with_warnings(event, warnings)
 
 
 def _processed_refunds(refunds: object, exponent: int) -> int:
