@@ -6,8 +6,9 @@ events are durable. Every failure maps to one status: 401 (nothing stored but th
 bounded quarantine), 404, 413, 503 with Retry-After (fast, never a hang or a 500).
 This is the hot path: no per-request logger binding, no re-serialisation of the body, no
 log line per accepted delivery unless at DEBUG (metrics count them); refusals and
-failures still log at WARNING. Past `max_inflight` requests in flight the receiver
-answers 503 at once (saturated) rather than queueing without bound behind the store.
+failures still log at WARNING. Past `max_inflight` requests in flight (counted once
+their body is read) the receiver answers 503 at once (saturated) rather than queueing
+without bound behind the store.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from porteiro import storable
 from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
 from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers.base import Ack, Provider
+from porteiro.redact import Redaction, redactions
 from porteiro.runtime import Runtime
 from porteiro.store.base import RecordResult
 
@@ -48,6 +51,8 @@ OUTCOMES = (
 # A provider's optional pre-verification step (e.g. Pagar.me refreshing its JWKS) may do
 # network I/O; it gets this long, then verification proceeds with what it has.
 PREPARE_TIMEOUT_SECONDS = 3.0
+# For a provider that no configured source names (tests building a Runtime by hand).
+_DEFAULT_REDACTION = Redaction()
 
 Prepare = Callable[[InboundRequest, httpx.AsyncClient], Awaitable[None]]
 
@@ -166,6 +171,8 @@ class Receiver:
         # An ack is constant per provider (`ack()` takes nothing) and a Response only
         # reads itself when sent: one per source, not one per request.
         self._acks = {name: _ack_response(p.ack()) for name, p in runtime.providers.items()}
+        # Credentials are redacted after verify and before storage (porteiro.redact).
+        self._redactions = redactions(runtime.config.sources)
 
     async def handle(self, request: Request) -> Response:
         """The Starlette endpoint for /webhooks/{source}."""
@@ -194,18 +201,22 @@ class Receiver:
         if provider is None:
             self._metrics.delivery(UNKNOWN_SOURCE_LABEL, "unknown_source")
             return json_error(404, "unknown source")
+        try:
+            inbound = await self._inbound(scope, receive, source)
+        except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
+            return Response(status_code=400)
+        if inbound is None:
+            self._metrics.delivery(source, "too_large")
+            return body_too_large(self._cap)
+        # Counted from here, once the body is in: a request still sending its body holds
+        # nothing of the store's, and counting it let a thousand stalled senders turn
+        # every signed delivery into a 503 (a slow body is bounded by [server]
+        # body_timeout_seconds instead, in porteiro.http_limits).
         if self._inflight >= self._max_inflight:
             self._metrics.delivery(source, "saturated")
             return json_error(503, "ingest saturated", self._retry_after)
         self._inflight += 1
         try:
-            try:
-                inbound = await self._inbound(scope, receive, source)
-            except ClientDisconnect:  # the gateway gave up mid-body: nothing to answer to
-                return Response(status_code=400)
-            if inbound is None:
-                self._metrics.delivery(source, "too_large")
-                return body_too_large(self._cap)
             prepare = self._prepare[source]
             if prepare is not None:
                 await self._run_prepare(prepare, inbound)
@@ -216,7 +227,10 @@ class Receiver:
             events, parse_error = self._parse(provider, inbound)
             try:
                 result = await self._runtime.store.record_delivery(
-                    inbound, events, parse_error=parse_error, give_up_after=self._timeout
+                    self._redacted(inbound),
+                    events,
+                    parse_error=parse_error,
+                    give_up_after=self._timeout,
                 )
             except (StoreUnavailable, TimeoutError) as exc:
                 return self._unavailable(source, exc)
@@ -301,7 +315,9 @@ class Receiver:
         # Forensics only: a failure here must not change the 401 nor delay it unboundedly.
         try:
             async with asyncio.timeout(self._timeout):
-                await self._runtime.store.quarantine(inbound, exc.reason, str(exc) or None)
+                await self._runtime.store.quarantine(
+                    self._redacted(inbound), exc.reason, str(exc) or None
+                )
         except (StoreUnavailable, TimeoutError) as failure:
             self._log.warning(
                 "delivery.quarantine_failed",
@@ -310,20 +326,36 @@ class Receiver:
                 error=type(failure).__name__,
             )
 
+    def _redacted(self, inbound: InboundRequest) -> InboundRequest:
+        return self._redactions.get(inbound.source, _DEFAULT_REDACTION).request(inbound)
+
     def _parse(
         self, provider: Provider, inbound: InboundRequest
     ) -> tuple[Sequence[ParsedEvent], str | None]:
+        # Every reason is a text column: one that quotes a NUL or a lone surrogate from the
+        # body is escaped (storable.text), or the store would refuse the whole delivery.
         try:
-            return provider.parse(inbound), None
+            parsed = provider.parse(inbound)
         except ParseError as exc:
-            return (), str(exc) or "unparseable body"
+            return (), storable.text(str(exc) or "unparseable body")
         except Exception as exc:
             # An adapter bug must not drop an authenticated body: store it dead-lettered,
             # so `replay` can re-parse it once the adapter is fixed.
             self._log.exception(
                 "delivery.parser_crashed", action="delivery.parser_crashed", source=inbound.source
             )
-            return (), f"adapter error: {type(exc).__name__}: {exc}"
+            return (), storable.text(f"adapter error: {type(exc).__name__}: {exc}")
+        # A value the store cannot hold (an amount past 64 bits, a NUL in an id) makes its
+        # event dead on its own rather than the whole delivery fail on every retry.
+        events = storable.storable_events(parsed)
+        if events is not parsed:
+            self._log.warning(
+                "delivery.unstorable_event",
+                action="delivery.unstorable_event",
+                source=inbound.source,
+                reasons=[e.error for e, was in zip(events, parsed, strict=True) if e is not was],
+            )
+        return events, None
 
     def _count_accepted(
         self,

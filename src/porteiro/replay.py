@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from porteiro import ledger
+from porteiro import ledger, storable
 from porteiro.errors import ParseError
 from porteiro.model import (
     EventStatus,
@@ -220,7 +220,9 @@ def _parse(
         report.failures.append((delivery_id, f"unknown source {delivery.source!r}"))
         return None
     try:
-        return provider.parse(inbound_request(delivery))
+        # The same check as on the ack: an event the store cannot hold comes back dead with
+        # why, instead of the store's error ending the whole replay.
+        return storable.storable_events(provider.parse(inbound_request(delivery)))
     except ParseError as exc:  # still broken with the current code: stays dead
         report.failures.append((delivery_id, str(exc)))
         return None
