@@ -135,6 +135,10 @@ class PorteiroApp(Starlette):
         self, receiver: Receiver, pix_sources: frozenset[str] = frozenset(), **options: Any
     ) -> None:
         super().__init__(**options)
+        # Starlette answers a path with a stray trailing slash with a 307 to an absolute
+        # URL built from the request's Host header (an open redirect for whoever sets
+        # it); every route here is spelled one way, so the other spelling is a 404.
+        self.router.redirect_slashes = False
         self._receiver = receiver
         self._pix_sources = pix_sources
 
