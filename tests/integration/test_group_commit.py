@@ -9,13 +9,14 @@ import asyncio
 import sqlite3
 import subprocess
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
+import uvloop
 
 from porteiro.app import create_app
 from porteiro.config import ServerConfig
@@ -468,6 +469,36 @@ async def test_deadlines_of_different_lengths_each_fire_on_time() -> None:
     slow.cancel()
     release.set()
     await batcher.close()
+
+
+@pytest.mark.parametrize(
+    "loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"]
+)
+def test_a_deadline_due_at_once_arms_a_watchdog_on_both_loops(
+    loop_factory: Callable[[], asyncio.AbstractEventLoop],
+) -> None:
+    # uvloop answers `call_at` for a moment under half a millisecond away with a plain
+    # Handle (no `when()`): the next submit must still compare deadlines, not crash.
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def commit(items: Sequence[int]) -> list[int]:
+            await release.wait()  # a slow commit: every caller waits on its deadline
+            return list(items)
+
+        batcher: GroupCommit[int, int] = GroupCommit(commit)
+        due = asyncio.create_task(batcher.submit(1, give_up_after=0.0001))
+        later = asyncio.create_task(batcher.submit(2, give_up_after=0.05))
+        patient = asyncio.create_task(batcher.submit(3, give_up_after=30.0))
+        outcomes = await asyncio.gather(due, later, return_exceptions=True)
+        assert [type(outcome) for outcome in outcomes] == [TimeoutError, TimeoutError]
+        assert not patient.done()
+        release.set()
+        assert await patient == 3
+        await batcher.close()
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(scenario())
 
 
 async def test_closing_fails_waiting_callers_with_store_unavailable() -> None:

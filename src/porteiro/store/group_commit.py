@@ -17,6 +17,8 @@ receiver submits every delivery with the same store timeout, and a per-request
 `asyncio.timeout` cost about a tenth of the ack's CPU. A caller past its deadline gets
 TimeoutError at once, whether its item still waits or its batch is stuck in the database;
 a batch that commits later is stored all the same (the gateway's retry is a duplicate).
+The watchdog's deadline is kept here, not asked of its handle: only asyncio's TimerHandle
+has `when()`, and uvloop returns a plain Handle for a timer due within half a millisecond.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ class GroupCommit(Generic[T, R]):
         # ordered by deadline, and the earliest deadline is at the head of one of them.
         self._deadlines: defaultdict[float, deque[tuple[float, asyncio.Future[R]]]]
         self._deadlines = defaultdict(deque)
-        self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog: asyncio.Handle | None = None
+        self._watchdog_at: float | None = None  # the deadline it is set for (see above)
         self._loop: asyncio.AbstractEventLoop  # set by _start, with the committers
 
     async def submit(self, item: T, give_up_after: float | None = None) -> R:
@@ -90,7 +93,7 @@ class GroupCommit(Generic[T, R]):
         if give_up_after is not None:
             deadline = loop.time() + give_up_after
             self._deadlines[give_up_after].append((deadline, future))
-            if self._watchdog is None or deadline < self._watchdog.when():
+            if self._watchdog_at is None or deadline < self._watchdog_at:
                 self._arm()  # the first deadline, or one shorter than any waiting
         self._ready.set()
         return await future
@@ -99,17 +102,20 @@ class GroupCommit(Generic[T, R]):
         if self._watchdog is not None:
             self._watchdog.cancel()
         heads = [waiting[0][0] for waiting in self._deadlines.values() if waiting]
-        self._watchdog = self._loop.call_at(min(heads), self._expire) if heads else None
+        self._watchdog_at = min(heads) if heads else None
+        if self._watchdog_at is None:
+            self._watchdog = None
+        else:
+            self._watchdog = self._loop.call_at(self._watchdog_at, self._expire)
 
     def _expire(self) -> None:
         """Fail the callers past their deadline; forget those already answered."""
-        self._watchdog = None
+        self._watchdog = self._watchdog_at = None
         now = self._loop.time()
         for waiting in self._deadlines.values():
             while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
                 _, future = waiting.popleft()
-                if not future.done():
-                    future.set_exception(TimeoutError())
+                _set_exception(future, TimeoutError())
         self._arm()
 
     def _start(self) -> asyncio.AbstractEventLoop:
@@ -150,7 +156,7 @@ class GroupCommit(Generic[T, R]):
         self._widened.set()
         if self._watchdog is not None:
             self._watchdog.cancel()
-            self._watchdog = None
+        self._watchdog = self._watchdog_at = None
         self._deadlines.clear()
         await asyncio.gather(*self._committers, return_exceptions=True)
         self._committers = []
@@ -208,8 +214,13 @@ class GroupCommit(Generic[T, R]):
 
 def _fail(batch: Sequence[tuple[object, asyncio.Future[R]]], exc: BaseException) -> None:
     for _, future in batch:
-        if not future.done():
-            future.set_exception(exc)
-            # A caller that already gave up never retrieves it: no "never retrieved" noise.
-            with contextlib.suppress(BaseException):
-                future.exception()
+        _set_exception(future, exc)
+
+
+def _set_exception(future: asyncio.Future[R], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+        # Marked retrieved: a caller that no longer awaits it must not leave a "Future
+        # exception was never retrieved" line; one that awaits it still gets the exception.
+        with contextlib.suppress(BaseException):
+            future.exception()
