@@ -232,7 +232,7 @@ class Receiver:
                     parse_error=parse_error,
                     give_up_after=self._timeout,
                 )
-            except (StoreUnavailable, TimeoutError) as exc:
+            except Exception as exc:  # an outage, a timeout, or what the store did not expect
                 return self._unavailable(source, exc)
             self._count_accepted(source, result, parse_error, events)
             self._metrics.ack(source, time.perf_counter() - started)
@@ -290,12 +290,25 @@ class Receiver:
         return json_error(401, exc.reason)
 
     def _unavailable(self, source: str, exc: Exception) -> Response:
-        self._log.warning(
-            "delivery.store_unavailable",
-            action="delivery.store_unavailable",
-            source=source,
-            error=type(exc).__name__,
-        )
+        """503 for any failure to store: the gateway retries, and the delivery is not
+        lost to a 500 over a statement the database refused or a store bug."""
+        if isinstance(exc, StoreUnavailable | TimeoutError):
+            self._log.warning(
+                "delivery.store_unavailable",
+                action="delivery.store_unavailable",
+                source=source,
+                error=type(exc).__name__,
+            )
+        else:
+            # The type only, no message nor traceback: a driver's message may quote the
+            # values it refused (the body's). The type names the failure (psycopg has one
+            # per SQLSTATE); the database's own log has the rest.
+            self._log.error(
+                "delivery.store_failed",
+                action="delivery.store_failed",
+                source=source,
+                error=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            )
         self._metrics.delivery(source, "unavailable")
         return json_error(503, "store unavailable", self._retry_after)
 
