@@ -74,12 +74,16 @@ def redactions(sources: Mapping[str, SourceConfig]) -> dict[str, Redaction]:
 def redact_headers(
     headers: Sequence[tuple[str, str]], secret: frozenset[str]
 ) -> Sequence[tuple[str, str]]:
-    """`headers` with every secret one's value redacted (names compared in lower case);
-    the same object when none is there."""
-    if not any(name.lower() in secret for name, _ in headers):
+    """`headers` with every secret one's value redacted; the same object when none is
+    there. Names are compared as given: InboundRequest holds them lower-cased (the
+    receiver lowers them), so no lower() per header on the hot path."""
+    for name, _ in headers:
+        if name in secret:
+            break
+    else:
         return headers
     return [
-        (name, redact_value(name, value)) if name.lower() in secret else (name, value)
+        (name, redact_value(name, value)) if name in secret else (name, value)
         for name, value in headers
     ]
 
