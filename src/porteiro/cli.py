@@ -34,7 +34,7 @@ from porteiro.config import Config, load_config
 from porteiro.errors import ConfigError, PorteiroError
 from porteiro.gctune import tune_for_throughput
 from porteiro.model import EventStatus, Kind, StoredEvent
-from porteiro.observability import configure_logging
+from porteiro.observability import configure_logging, logger
 from porteiro.providers.base import build_provider
 from porteiro.runtime import Runtime, utc_now
 from porteiro.simulate import build_plan, send
@@ -170,6 +170,9 @@ def serve(
         # and HTTP parser on the ack path.
         "loop": "uvloop" if _importable("uvloop") else "asyncio",
         "http": "httptools" if _importable("httptools") else "h11",
+        # No WebSocket route exists; uvicorn's WebSocket protocol would still take
+        # upgrade requests and log their URL and headers (query tokens) at DEBUG.
+        "ws": "none",
         "log_config": None,
         "access_log": False,
         # The TCP peer as it is: which proxies may speak for a client is a per-source
@@ -203,10 +206,16 @@ def serve(
             await super().startup(sockets=sockets)
             if self.started:  # the bound address, so `--port 0` tells where it went
                 bound = self.servers[0].sockets[0].getsockname()
-                click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]}")
+                _log_listening(f"{scheme}://{bound[0]}:{bound[1]}")
 
     tune_for_throughput()
     _Server(server_config).run()
+
+
+def _log_listening(url: str, receivers: int | None = None) -> None:
+    # A log line like every other (JSON on stderr), not text on stdout.
+    text = f"porteiro listening on {url}" + (f" ({receivers} receivers)" if receivers else "")
+    logger().info(text, action="server.listening", url=url, receivers=receivers or 1)
 
 
 def _serve_many(
@@ -235,7 +244,7 @@ def _serve_many(
     )
     sock = server_config.bind_socket()
     bound = sock.getsockname()
-    click.echo(f"porteiro listening on {scheme}://{bound[0]}:{bound[1]} ({processes} receivers)")
+    _log_listening(f"{scheme}://{bound[0]}:{bound[1]}", processes)
     Multiprocess(server_config, sockets=[sock]).run()
 
 

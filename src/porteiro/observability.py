@@ -60,17 +60,51 @@ class Metrics:
         )
 
 
+# Libraries whose lower levels are noise on every request, or carry what must not be
+# logged: httpx/httpcore log each request's URL at INFO (a gateway API call, a query
+# token) and headers at DEBUG; aiosqlite logs each call with its SQL parameters (bodies)
+# at DEBUG.
+_LIBRARY_FLOORS = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "aiosqlite": logging.INFO}
+
+
 def configure_logging(level: str = "INFO", json: bool = True) -> None:
-    """Called once by entry points (CLI), never at import."""
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level)
+    """Called once by entry points (CLI), never at import.
+
+    One renderer for everything: Porteiro's structlog lines and every stdlib logger
+    (uvicorn, asyncio, psycopg, warnings...) through the root handler, so each line is
+    one JSON object and a traceback is a field of it (`exception`), never extra lines.
+    """
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     )
+    # A traceback as one string field; the console renderer prints it as it is, below.
+    exceptions = [structlog.processors.format_exc_info] if json else []
+    stamped: list[structlog.types.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *stamped],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *exceptions,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
+    for name, floor in _LIBRARY_FLOORS.items():
+        logging.getLogger(name).setLevel(max(floor, logging.getLevelName(level)))
+    logging.captureWarnings(True)  # warnings.warn(...) as log lines, not stderr text
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *stamped,
+            *exceptions,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
