@@ -6,7 +6,12 @@ Replay goes through `porteiro.replay`, like the CLI: it makes events due again (
 ledger makes a second apply of an already applied event a no-op); `{"reparse": true}`
 on /api/replay first re-parses the raw deliveries with the current adapter code, and
 `{"dry_run": true}` only reports the transitions it would make. DLQ replay re-parses
-dead unparseable deliveries and requeues the other dead events.
+dead unparseable deliveries and requeues the other dead events; it too refuses an empty
+selection unless the caller asks for `{"all": true}`.
+
+Every parameter is parsed in porteiro.api_params before a store is asked, so a bad one
+is a JSON 400 (or 404 for an id no row can have), never a store error surfacing as 500;
+`http_error` makes the router's own 404 and 405 JSON too.
 """
 
 from __future__ import annotations
@@ -14,18 +19,28 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
-from enum import StrEnum
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from porteiro import jsonview, replay
+from porteiro.api_params import (
+    BadRequest,
+    optional_text,
+    parse_datetime,
+    parse_enum,
+    parse_flag,
+    parse_id,
+    parse_ids,
+    parse_limit,
+    text,
+)
 from porteiro.errors import StoreUnavailable
 from porteiro.model import EventStatus, Kind
 from porteiro.openapi import openapi_document
@@ -33,17 +48,10 @@ from porteiro.receiver import BodyTooLarge, body_too_large, json_error, read_cap
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 MAX_ADMIN_BODY = 1024 * 1024
 _FILTER_KEYS = ("source", "kind", "status", "object_id", "dedup_key", "since", "until")
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-E = TypeVar("E", bound=StrEnum)
-
-
-class BadRequest(Exception):
-    """The caller's input is invalid: 400 with this message."""
 
 
 def _package_version() -> str:
@@ -55,6 +63,15 @@ def _package_version() -> str:
 
 def json_response(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """The app's handler for the router's errors (an unmatched path 404, a wrong method
+    405 with `Allow`): JSON like every other error, not Starlette's plain text."""
+    if not isinstance(exc, HTTPException):  # registered for HTTPException only
+        return json_error(500, "internal error")
+    # The detail is Starlette's phrase ("Not Found"): nothing of the caller's echoed.
+    return json_error(exc.status_code, exc.detail.lower(), dict(exc.headers or {}))
 
 
 class AdminApi:
@@ -70,8 +87,10 @@ class AdminApi:
         return [
             Route("/api/openapi.json", self.openapi, methods=["GET"]),
             Route("/api/events", guard(self.list_events), methods=["GET"]),
-            Route("/api/events/{id:int}", guard(self.show_event), methods=["GET"]),
-            Route("/api/events/{id:int}/replay", guard(self.replay_event), methods=["POST"]),
+            # `{id}`, not `{id:int}`: Starlette's int convertor runs int() on any run of
+            # digits while routing (5,000 digits: ValueError, a 500); parse_id bounds it.
+            Route("/api/events/{id}", guard(self.show_event), methods=["GET"]),
+            Route("/api/events/{id}/replay", guard(self.replay_event), methods=["POST"]),
             Route("/api/dlq", guard(self.list_dlq), methods=["GET"]),
             Route("/api/dlq/replay", guard(self.replay_dlq), methods=["POST"]),
             Route("/api/replay", guard(self.replay), methods=["POST"]),
@@ -115,7 +134,7 @@ class AdminApi:
 
     async def list_dlq(self, request: Request) -> Response:
         params = request.query_params
-        dead = EventFilter(source=params.get("source") or None, status=EventStatus.DEAD)
+        dead = EventFilter(source=optional_text(params, "source"), status=EventStatus.DEAD)
         return await self._page(params, dead)
 
     async def _page(self, params: QueryParams, filter: EventFilter) -> Response:
@@ -130,22 +149,32 @@ class AdminApi:
 
     async def show_event(self, request: Request) -> Response:
         store = self._runtime.store
-        event_id: int = request.path_params["id"]
-        event = await store.get_event(event_id)
-        if event is None:
+        event_id = parse_id(request.path_params["id"])
+        event = None if event_id is None else await store.get_event(event_id)
+        if event_id is None or event is None:
             return json_error(404, "unknown event")
         deliveries = await store.event_deliveries(event_id)
         return json_response(jsonview.event_detail_to_json(event, deliveries))
 
     async def replay_event(self, request: Request) -> Response:
-        event_id: int = request.path_params["id"]
-        if await self._runtime.store.requeue([event_id], self._runtime.clock()) == 0:
+        event_id = parse_id(request.path_params["id"])
+        if (
+            event_id is None
+            or await self._runtime.store.requeue([event_id], self._runtime.clock()) == 0
+        ):
             return json_error(404, "unknown event")
         return json_response({"requeued": 1})
 
     async def replay_dlq(self, request: Request) -> Response:
         body = await read_json_object(request)
+        every = parse_flag(body.pop("all", False), "all")
         ids, filter = replay_selection(body, ("source", "kind", "since", "until"))
+        selected = ids is not None or filter != EventFilter()
+        if every and selected:
+            raise BadRequest("all cannot be combined with ids or a filter")
+        if not every and not selected:
+            # An empty body once redrove the whole DLQ: a redrive of everything is said.
+            raise BadRequest('give ids or a filter (source, kind, since, until), or {"all": true}')
         dead = replace(filter, status=EventStatus.DEAD)
         report = await replay.redrive(self._runtime, dead, ids=ids)
         return _report(report)
@@ -162,8 +191,8 @@ class AdminApi:
 
     async def show_payment(self, request: Request) -> Response:
         store = self._runtime.store
-        source: str = request.path_params["source"]
-        object_id: str = request.path_params["object_id"]
+        source = text(request.path_params["source"], "source")
+        object_id = text(request.path_params["object_id"], "object_id")
         payment = await store.get_payment(source, object_id)
         if payment is None:
             return json_error(404, "unknown payment")
@@ -181,22 +210,14 @@ def _report(report: replay.ReplayReport) -> Response:
 
 
 def _flag(body: dict[str, Any], key: str) -> bool:
-    value = body.pop(key, False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"{key} must be true or false")
-    return value
+    return parse_flag(body.pop(key, False), key)
 
 
 def event_filter(params: Mapping[str, Any]) -> EventFilter:
     """An EventFilter from query parameters or a JSON object; 400 on invalid values."""
 
     def text(key: str) -> str | None:
-        value = params.get(key)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise BadRequest(f"{key} must be a string")
-        return value
+        return optional_text(params, key)
 
     status, kind = text("status"), text("kind")
     since, until = text("since"), text("until")
@@ -209,33 +230,6 @@ def event_filter(params: Mapping[str, Any]) -> EventFilter:
         since=None if since is None else parse_datetime(since, "since"),
         until=None if until is None else parse_datetime(until, "until"),
     )
-
-
-def parse_enum(enum: type[E], value: str, name: str) -> E:
-    try:
-        return enum(value)
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum)
-        raise BadRequest(f"invalid {name} {value!r}: expected one of {allowed}") from None
-
-
-def parse_datetime(value: str, name: str) -> datetime:
-    """ISO 8601; a value without an offset is taken as UTC."""
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise BadRequest(
-            f"invalid {name} {value!r}: expected ISO 8601, e.g. 2024-05-01T12:00:00Z"
-        ) from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def parse_limit(value: str | None) -> int:
-    if value is None or value == "":
-        return DEFAULT_LIMIT
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
-        raise BadRequest(f"invalid limit {value!r}: expected an integer from 1 to {MAX_LIMIT}")
-    return int(value)
 
 
 async def read_json_object(request: Request) -> dict[str, Any]:
@@ -264,13 +258,9 @@ def replay_selection(
             f"unknown field(s) {', '.join(unknown)}; allowed: ids, {', '.join(allowed)}"
         )
     filter = event_filter(body)
-    ids = body.get("ids")
-    if ids is None:
+    if body.get("ids") is None:
         return None, filter
-    if not isinstance(ids, list) or not all(
-        isinstance(item, int) and not isinstance(item, bool) for item in ids
-    ):
-        raise BadRequest("ids must be a list of integers")
+    ids = parse_ids(body["ids"])
     if filter != EventFilter():
         raise BadRequest("ids cannot be combined with a filter")
     return ids, filter

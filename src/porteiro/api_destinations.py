@@ -15,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.api import AdminApi, BadRequest, json_response, parse_enum, parse_limit
+from porteiro.api import AdminApi, json_response
 from porteiro.api import read_json_object as read_body
+from porteiro.api_params import BadRequest, parse_enum, parse_ids, parse_limit
 from porteiro.config import DestinationConfig
 from porteiro.receiver import json_error
 from porteiro.runtime import Runtime
@@ -73,12 +74,7 @@ def destination_routes(runtime: Runtime) -> list[Route]:
         unknown = sorted(set(body) - {"ids"})
         if unknown:
             raise BadRequest(f"unknown field(s) {', '.join(unknown)}; allowed: ids")
-        ids = body.get("ids")
-        if ids is not None and not (
-            isinstance(ids, list)
-            and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-        ):
-            raise BadRequest("ids must be a list of integers")
+        ids = None if body.get("ids") is None else parse_ids(body["ids"])
         store = outbox_store(runtime.store)
         moved = await operations.redrive(store, destination.name, runtime.clock(), ids=ids)
         return json_response({"redriven": moved})

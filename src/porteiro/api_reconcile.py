@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.api import AdminApi, json_response, parse_limit
+from porteiro.api import AdminApi, json_response
+from porteiro.api_params import optional_text, parse_id, parse_limit
 from porteiro.receiver import json_error
 from porteiro.runtime import Runtime
 from porteiro.store.reconcile import StoredReport, reconcile_store
@@ -25,19 +26,22 @@ def reconcile_routes(runtime: Runtime) -> list[Route]:
         params = request.query_params
         limit = parse_limit(params.get("limit"))
         reports = await reconcile_store(runtime.store).latest_reports(
-            params.get("source") or None, limit
+            optional_text(params, "source"), limit
         )
         return json_response({"items": [_report(r, full=False) for r in reports]})
 
     async def show_report(request: Request) -> Response:
-        report = await reconcile_store(runtime.store).get_report(int(request.path_params["id"]))
+        report_id = parse_id(request.path_params["id"])
+        store = reconcile_store(runtime.store)
+        report = None if report_id is None else await store.get_report(report_id)
         if report is None:
             return json_error(404, "no such report")
         return json_response(_report(report, full=True))
 
     return [
         Route("/api/reconciliation/reports", guard(list_reports), methods=["GET"]),
-        Route("/api/reconciliation/reports/{id:int}", guard(show_report), methods=["GET"]),
+        # `{id}`, not `{id:int}`: the int convertor's int() of 5,000 digits is a 500.
+        Route("/api/reconciliation/reports/{id}", guard(show_report), methods=["GET"]),
     ]
 
 

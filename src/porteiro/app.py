@@ -16,12 +16,13 @@ from typing import Any
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from porteiro.api import AdminApi
+from porteiro.api import AdminApi, http_error
 from porteiro.api_destinations import destination_routes
 from porteiro.api_reconcile import reconcile_routes
 from porteiro.config import load_config
@@ -121,7 +122,11 @@ def create_app(
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.stop()
 
-    return PorteiroApp(receiver, pix_sources, routes=routes, lifespan=lifespan)
+    # The router's own 404/405 answer JSON like every other error (api.http_error).
+    errors = {HTTPException: http_error}
+    return PorteiroApp(
+        receiver, pix_sources, routes=routes, lifespan=lifespan, exception_handlers=errors
+    )
 
 
 class PorteiroApp(Starlette):

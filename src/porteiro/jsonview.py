@@ -3,6 +3,11 @@
 Datetimes are ISO 8601 strings; headers are `[name, value]` pairs in arrival order (a
 name may repeat). Raw bodies are shown as text when they are valid UTF-8, else base64,
 with `body_base64` saying which, so the bytes can always be recovered exactly.
+
+An event's parsed `data` is shown to DATA_MAX_DEPTH levels: the receiver accepts bodies
+nested deeper than orjson can encode (255 levels), and such an event must still be
+showable. Deeper containers are replaced by a marker and `data_truncated` says so; the
+raw body in `deliveries` always has the whole of it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
+
+DATA_MAX_DEPTH = 128
+TRUNCATED = f"[truncated: nested deeper than {DATA_MAX_DEPTH} levels; see the raw body]"
 
 
 def iso(value: datetime | None) -> str | None:
@@ -69,8 +77,27 @@ def event_to_json(event: StoredEvent, *, include_data: bool = False) -> dict[str
         "warnings": [dict(warning) for warning in event.warnings],
     }
     if include_data:
-        view["data"] = dict(event.data)
+        view["data"], view["data_truncated"] = bounded(dict(event.data))
     return view
+
+
+def bounded(value: Any, limit: int = DATA_MAX_DEPTH) -> tuple[Any, bool]:
+    """A copy of `value` with each object or array nested deeper than `limit` levels
+    replaced by TRUNCATED, and whether one was. Recurses at most `limit` deep."""
+    cut = False
+
+    def copy(node: Any, room: int) -> Any:
+        nonlocal cut
+        if not isinstance(node, dict | list):
+            return node
+        if room == 0:
+            cut = True
+            return TRUNCATED
+        if isinstance(node, dict):
+            return {key: copy(item, room - 1) for key, item in node.items()}
+        return [copy(item, room - 1) for item in node]
+
+    return copy(value, limit), cut
 
 
 def delivery_to_json(delivery: StoredDelivery) -> dict[str, Any]:

@@ -146,7 +146,16 @@ def _schemas() -> dict[str, Any]:
                 {
                     "type": "object",
                     "properties": {
-                        "data": {"type": "object"},
+                        "data": {
+                            "type": "object",
+                            "description": "The parsed data; objects and arrays nested deeper "
+                            "than 128 levels are replaced by a marker string",
+                        },
+                        "data_truncated": {
+                            "type": "boolean",
+                            "description": "Whether `data` was cut at 128 levels (the raw "
+                            "body in `deliveries` is always whole)",
+                        },
                         "deliveries": {"type": "array", "items": _ref("Delivery")},
                     },
                 },
@@ -195,10 +204,17 @@ def _schemas() -> dict[str, Any]:
         "DlqReplayFilter": {
             "type": "object",
             "additionalProperties": False,
-            "properties": filter_props,
+            "properties": {
+                **filter_props,
+                "all": {
+                    "type": "boolean",
+                    "description": "true: every dead event (alone: no ids, no filter)",
+                },
+            },
             "description": (
-                "Empty: every dead event. `ids` cannot be combined with a filter. Dead "
-                "unparseable deliveries are re-parsed with the current code."
+                '`ids`, at least one filter field, or `{"all": true}`: an empty body is '
+                "refused. `ids` cannot be combined with a filter. Dead unparseable "
+                "deliveries are re-parsed with the current code."
             ),
         },
         "ReplayFilter": {
@@ -433,7 +449,11 @@ def _admin_paths() -> dict[str, Any]:
         "/api/payments/{source}/{object_id}": {
             "get": _admin(
                 "A payment's canonical state and its full history",
-                {"200": _json("The payment", _ref("Payment")), "404": _error("Unknown payment")},
+                {
+                    "200": _json("The payment", _ref("Payment")),
+                    "400": _error("A NUL character in the source or object id"),
+                    "404": _error("Unknown payment"),
+                },
                 parameters=[_path("source"), _path("object_id")],
             )
         },

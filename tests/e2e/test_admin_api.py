@@ -22,12 +22,13 @@ from starlette.routing import Route
 from porteiro.api import MAX_ADMIN_BODY
 from porteiro.app import create_app
 from porteiro.config import Config
-from porteiro.jsonview import body_from_json
-from porteiro.model import EventStatus
+from porteiro.jsonview import DATA_MAX_DEPTH, TRUNCATED, body_from_json
+from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.e2e.conftest import (
+    PEER,
     SECRET,
     SOURCE,
     admin_headers,
@@ -255,7 +256,7 @@ async def test_dlq_list_and_replay_of_a_still_broken_delivery(
     ] == []
 
     # Still unparseable with the current code: reported as a failure, stays dead.
-    report = (await client.post("/api/dlq/replay", json={}, headers=AUTH)).json()
+    report = (await client.post("/api/dlq/replay", json={"all": True}, headers=AUTH)).json()
     assert report["requeued"] == 0
     assert len(report["failures"]) == 1
     assert len((await client.get("/api/dlq", headers=AUTH)).json()["items"]) == 1
@@ -454,3 +455,166 @@ async def test_openapi_describes_every_registered_route(
             assert "security" not in operation  # inherits the global bearer requirement
     refs = re.findall(r'"#/components/schemas/(\w+)"', (await client.get("/api/openapi.json")).text)
     assert set(refs) <= set(document["components"]["schemas"])
+
+
+# -- hostile input (issue 22): every bad request is a JSON 4xx ---------------------------------
+
+BIG = "9" * 23  # past 64 bits: SQLite cannot bind it
+HUGE = "9" * 5000  # past int()'s default max_str_digits (4300)
+NUL = "a\x00b"  # PostgreSQL text cannot hold NUL
+
+# (method, path, query, JSON body, expected status)
+HOSTILE: list[tuple[str, str, dict[str, str] | None, Any, int]] = [
+    ("GET", f"/api/events/{BIG}", None, None, 404),
+    ("GET", f"/api/events/{HUGE}", None, None, 404),
+    ("GET", "/api/events/9223372036854775808", None, None, 404),
+    ("POST", f"/api/events/{BIG}/replay", None, None, 404),
+    ("POST", f"/api/events/{HUGE}/replay", None, None, 404),
+    ("GET", f"/api/reconciliation/reports/{BIG}", None, None, 404),
+    ("GET", f"/api/reconciliation/reports/{HUGE}", None, None, 404),
+    ("GET", "/api/events", {"cursor": BIG}, None, 400),
+    ("GET", "/api/events", {"cursor": HUGE}, None, 400),
+    ("GET", "/api/dlq", {"cursor": BIG}, None, 400),
+    ("GET", "/api/events", {"limit": HUGE}, None, 400),
+    ("GET", "/api/events", {"limit": "²"}, None, 400),  # str.isdigit() says yes, int() no
+    ("GET", "/api/quarantine", {"limit": HUGE}, None, 400),
+    ("GET", "/api/reconciliation/reports", {"limit": HUGE}, None, 400),
+    ("GET", "/api/events", {"source": NUL}, None, 400),
+    ("GET", "/api/events", {"object_id": NUL}, None, 400),
+    ("GET", "/api/events", {"dedup_key": NUL}, None, 400),
+    ("GET", "/api/events", {"since": "9999-12-31T23:59:59-23:59"}, None, 400),  # UTC overflows
+    ("GET", "/api/dlq", {"source": NUL}, None, 400),
+    ("GET", "/api/reconciliation/reports", {"source": NUL}, None, 400),
+    ("GET", "/api/payments/a%00b/pay_1", None, None, 400),
+    ("GET", f"/api/payments/{SOURCE}/pay%00", None, None, 400),
+    ("POST", "/api/replay", None, {"source": NUL}, 400),
+    ("POST", "/api/replay", None, {"object_id": NUL}, 400),
+    ("POST", "/api/replay", None, {"ids": [2**63]}, 400),
+    ("POST", "/api/dlq/replay", None, {"ids": [2**63]}, 400),
+    ("POST", "/api/dlq/replay", None, {"source": NUL}, 400),
+]
+
+
+async def test_hostile_ids_cursors_limits_and_nul_are_json_4xx(
+    server_url: str, runtime: Runtime
+) -> None:
+    async with httpx.AsyncClient(base_url=server_url, headers=AUTH) as http:
+        await ingest(http, "evt_hostile")
+        wrong = []
+        for method, path, query, body, expected in HOSTILE:
+            response = await http.request(method, path, params=query, json=body)
+            shape = (response.status_code, response.headers.get("content-type"))
+            if shape != (expected, "application/json") or "error" not in response.json():
+                wrong.append((method, path[:60], query and str(query)[:60], body, shape))
+        assert wrong == []
+        # Nothing was requeued or changed by any of them.
+        [event] = (await runtime.store.list_events(EventFilter(), None, 10)).items
+        assert (event.status, event.attempts) == (EventStatus.PENDING, 0)
+
+
+@sqlite_only
+async def test_every_api_error_is_json_and_webhook_errors_stay_json(server_url: str) -> None:
+    async with httpx.AsyncClient(base_url=server_url) as http:
+        for method, path, status in [
+            ("GET", "/api/nope", 404),
+            ("GET", "/api/events/abc", 404),
+            ("GET", "/api/events/-1", 404),
+            ("GET", "/api/events/1/nope", 404),
+            ("GET", "/api/destinations/nowhere/nothing", 404),
+            ("DELETE", "/api/events", 405),
+            ("POST", "/api/events", 405),
+            ("GET", "/api/events/1/replay", 405),
+            ("PUT", "/api/openapi.json", 405),
+            ("GET", "/webhooks/shop", 405),
+            ("POST", "/webhooks/nobody", 404),
+            ("POST", "/webhooks/shop/rec", 404),
+        ]:
+            response = await http.request(method, path, headers=AUTH)
+            assert response.status_code == status, (method, path)
+            assert response.headers["content-type"] == "application/json", (method, path)
+            assert isinstance(response.json()["error"], str), (method, path)
+        not_allowed = await http.delete("/api/events", headers=AUTH)
+        assert set(not_allowed.headers["allow"].split(", ")) == {"GET", "HEAD"}
+
+
+async def test_an_event_nested_900_levels_deep_can_be_shown(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    nested = ("[" * 900 + "]" * 900).encode()
+    body = event_body("evt_deep", data={}).replace(
+        b'"data": {}', b'"data": {"deep": ' + nested + b"}"
+    )
+    assert (await post_signed(client, body, "msg_deep")).status_code == 200
+    await Worker(runtime).run_once()
+    [listed] = (await client.get("/api/events", headers=AUTH)).json()["items"]
+    response = await client.get(f"/api/events/{listed['id']}", headers=AUTH)
+    assert response.status_code == 200, response.text
+    [delivery] = response.json()["deliveries"]
+    assert delivery["body"].encode("utf-8") == body  # the raw body, always as stored
+
+
+async def test_data_stored_deeper_than_json_encoders_go_is_shown_truncated(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    # As an earlier version stored it (the receiver now dead-letters data this deep):
+    # orjson encodes 255 levels at most, so showing it whole was a 500.
+    deep: list[Any] = []
+    for _ in range(600):
+        deep = [deep]
+    raw = b'{"id": "evt_deep"}'
+    request = InboundRequest(
+        SOURCE, "POST", f"/webhooks/{SOURCE}", "", [], raw, PEER, runtime.clock()
+    )
+    event = ParsedEvent("evt_deep", Kind.PAYMENT_PAID, "payment.paid", "pay_1", data={"deep": deep})
+    [event_id] = (await runtime.store.record_delivery(request, [event])).event_ids
+
+    response = await client.get(f"/api/events/{event_id}", headers=AUTH)
+    assert response.status_code == 200, response.text
+    shown = response.json()
+    assert shown["data_truncated"] is True
+    cut, level = shown["data"]["deep"], 2  # `data` itself is level 1
+    while isinstance(cut, list) and cut:
+        cut, level = cut[0], level + 1
+    assert cut == TRUNCATED  # the cut is marked, not silently dropped
+    assert level == DATA_MAX_DEPTH + 1
+    assert shown["deliveries"][0]["body"] == raw.decode()
+
+    [flat_id] = (
+        await runtime.store.record_delivery(
+            replace(request, body=b"{}"),
+            [replace(event, dedup_key="evt_flat", data={"note": "ok"})],
+        )
+    ).event_ids
+    flat = (await client.get(f"/api/events/{flat_id}", headers=AUTH)).json()
+    assert (flat["data"], flat["data_truncated"]) == ({"note": "ok"}, False)
+
+
+async def test_dlq_replay_with_no_filter_needs_all_true(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    await ingest(client, "evt_dead")
+    claims = await runtime.store.claim("test-worker", 10, timedelta(seconds=60), runtime.clock())
+    [claim] = claims
+    assert await runtime.store.dead_letter(claim, "merchant down", runtime.clock())
+
+    for content in (b"", b"  ", b"{}"):
+        refused = await client.post("/api/dlq/replay", content=content, headers=AUTH)
+        assert refused.status_code == 400, content
+        assert '{"all": true}' in refused.json()["error"]
+    for body, message in [
+        ({"all": False}, '{"all": true}'),
+        ({"all": "yes"}, "all must be true or false"),
+        ({"all": True, "source": SOURCE}, "all cannot be combined"),
+        ({"all": True, "ids": [claim.event.id]}, "all cannot be combined"),
+    ]:
+        refused = await client.post("/api/dlq/replay", json=body, headers=AUTH)
+        assert refused.status_code == 400, body
+        assert message in refused.json()["error"], body
+    dead = await runtime.store.get_event(claim.event.id)
+    assert dead is not None and dead.status is EventStatus.DEAD  # nothing redriven so far
+
+    redriven = await client.post("/api/dlq/replay", json={"all": True}, headers=AUTH)
+    assert redriven.status_code == 200
+    assert redriven.json()["event_ids"] == [claim.event.id]
+    revived = await runtime.store.get_event(claim.event.id)
+    assert revived is not None and revived.status is EventStatus.PENDING

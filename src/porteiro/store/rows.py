@@ -237,8 +237,10 @@ def parse_cursor(cursor: str | None) -> int | None:
     """Event pages are keyed by id, newest first: the cursor is the last id seen."""
     if cursor is None:
         return None
-    if not cursor.isdigit():
-        raise ValueError(f"invalid cursor {cursor!r}")
+    # ASCII digits of a 64-bit id: isdigit() passes "²", SQLite cannot bind past 64 bits,
+    # and int() refuses more than 4300 digits (each was a 500 on the admin API).
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19 or int(cursor) >= 2**63:
+        raise ValueError(f"invalid cursor {cursor[:20]!r}")
     return int(cursor)
 
 
