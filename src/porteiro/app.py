@@ -32,6 +32,7 @@ from porteiro.observability import configure_logging, logger
 from porteiro.receiver import Receiver, json_error, webhook_source
 from porteiro.runtime import Runtime
 from porteiro.store.base import OPEN_STATUSES
+from porteiro.store.migrations import SchemaMismatch
 
 Background = Callable[[], Awaitable[None]]
 
@@ -48,11 +49,16 @@ class Probes:
         return _json({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
+        # Ready means the store answers AND its schema is the one this code needs: a
+        # downgrade or a migration under a running process makes every webhook fail.
+        # The schema query is the ping (one small SELECT per probe, no cache to go stale).
         try:
             async with asyncio.timeout(self._timeout):
-                await self._runtime.store.ping()
+                await self._runtime.store.check_schema()
         except (StoreUnavailable, TimeoutError):
             return _json({"status": "unavailable"}, 503, self._retry_after)
+        except SchemaMismatch:
+            return _json({"status": "schema_mismatch"}, 503, self._retry_after)
         return _json({"status": "ready"})
 
     async def metrics(self, request: Request) -> Response:

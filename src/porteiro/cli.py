@@ -36,7 +36,7 @@ from porteiro.gctune import tune_for_throughput
 from porteiro.model import EventStatus, Kind, StoredEvent
 from porteiro.observability import configure_logging, logger
 from porteiro.providers.base import build_provider
-from porteiro.runtime import Runtime, utc_now
+from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 from porteiro.simulate import build_plan, send
 from porteiro.store import open_store
 from porteiro.store.base import EventFilter
@@ -52,10 +52,16 @@ def _config(ctx: click.Context) -> Config:
 
 
 @asynccontextmanager
-async def _runtime(config: Config, *, migrate: bool = False) -> AsyncIterator[Runtime]:
+async def _runtime(
+    config: Config, *, migrate: bool = False, check_schema: bool = False
+) -> AsyncIterator[Runtime]:
     runtime = Runtime.build(config)
-    await runtime.start(migrate=migrate)
     try:
+        # Inside the try: a start that fails (or refuses the schema) still closes the
+        # pool, so a refusal prints its one line and nothing about unclosed resources.
+        await runtime.start(migrate=migrate)
+        if check_schema:
+            await check_schema_at_start(runtime.store)
         yield runtime
     finally:
         await runtime.stop()
@@ -88,6 +94,24 @@ def _when(_ctx: click.Context, _param: click.Parameter, value: str | None) -> da
 def _migrate_default(config: Config, migrate: bool | None) -> bool:
     # The embedded SQLite store migrates itself; PostgreSQL deployments run `db upgrade`.
     return config.store_url.startswith("sqlite:") if migrate is None else migrate
+
+
+def _prepare_schema(config: Config, migrate: bool) -> None:
+    """`serve`'s first step, before uvicorn: migrate if asked, then refuse a schema this
+    code cannot run on (SchemaMismatch: one line, exit 2, in `main`). Here and not in
+    the app's lifespan, where a refusal would be uvicorn's traceback and exit 3."""
+
+    async def run() -> None:
+        store = open_store(config.store_url, quarantine_limit=config.quarantine_limit)
+        try:
+            await store.open()
+            if migrate:
+                await store.upgrade()
+            await check_schema_at_start(store)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
 
 
 def _console() -> Console:
@@ -161,6 +185,7 @@ def serve(
     from porteiro.tls import uvicorn_options
 
     config = _config(ctx)
+    _prepare_schema(config, _migrate_default(config, migrate))
     processes = receivers or config.server.receivers
     tls = uvicorn_options(config)  # {} unless [server] tls_cert_file is set
     options: dict[str, Any] = {
@@ -187,7 +212,7 @@ def serve(
     }
     scheme = "https" if tls else "http"
     if processes > 1:
-        _serve_many(ctx, config, options, processes, scheme, with_worker, migrate)
+        _serve_many(ctx, config, options, processes, scheme, with_worker)
         return
 
     from porteiro.app import Background, create_app
@@ -198,7 +223,7 @@ def serve(
     background: list[Background] = [Worker(runtime).run] if with_worker else []
     background += reconcile_background(runtime)  # off with [reconcile] enabled = false
     background += relay_jobs(runtime) if with_worker else []  # [destinations.*]
-    app = create_app(runtime, background=background, migrate=_migrate_default(config, migrate))
+    app = create_app(runtime, background=background)  # migrated by _prepare_schema
     server_config = uvicorn.Config(app, **options)
 
     class _Server(uvicorn.Server):
@@ -225,16 +250,14 @@ def _serve_many(
     processes: int,
     scheme: str,
     with_worker: bool,
-    migrate: bool | None,
 ) -> None:
     """N receiver processes on one listening socket (uvicorn's supervisor restarts a dead
     one). Each builds its app with `porteiro.app:receiver_process_app` from the same
-    configuration, passed down in the environment; migrations run once, here, first."""
+    configuration, passed down in the environment; `serve` migrated and checked the
+    schema once, before."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    if _migrate_default(config, migrate):
-        _run(config, lambda runtime: runtime.store.upgrade())
     config_path = ctx.find_root().params.get("config_path")
     if config_path:
         os.environ["PORTEIRO_CONFIG"] = os.path.abspath(config_path)
@@ -263,7 +286,8 @@ def worker(ctx: click.Context, migrate: bool | None, debug_pause_after_claim: fl
     config = _config(ctx)
 
     async def run() -> None:
-        async with _runtime(config, migrate=_migrate_default(config, migrate)) as runtime:
+        should_migrate = _migrate_default(config, migrate)
+        async with _runtime(config, migrate=should_migrate, check_schema=True) as runtime:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -289,7 +313,11 @@ def upgrade(ctx: click.Context) -> None:
         store = open_store(config.store_url)
         await store.open()
         try:
-            return await store.upgrade()
+            applied = await store.upgrade()
+            # A database a newer release migrated has nothing to apply, and is still not
+            # "up to date" for this code: say so (exit 2) rather than report success.
+            await store.check_schema()
+            return applied
         finally:
             await store.close()
 

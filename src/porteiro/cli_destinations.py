@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from porteiro.config import Config, load_config
-from porteiro.runtime import utc_now
+from porteiro.runtime import check_schema_at_start, utc_now
 from porteiro.sinks import operations
 from porteiro.store import open_store
 from porteiro.store.outbox import OutboxStatus, OutboxStore, outbox_store
@@ -34,12 +34,16 @@ def _config(ctx: click.Context) -> Config:
 
 
 @asynccontextmanager
-async def _outbox(config: Config, *, migrate: bool = False) -> AsyncIterator[OutboxStore]:
+async def _outbox(
+    config: Config, *, migrate: bool = False, check_schema: bool = False
+) -> AsyncIterator[OutboxStore]:
     store = open_store(config.store_url, quarantine_limit=config.quarantine_limit)
-    await store.open()
     try:
+        await store.open()
         if migrate:
             await store.upgrade()
+        if check_schema:  # `relay`: refuse a schema this code cannot run on (exit 2)
+            await check_schema_at_start(store)
         yield outbox_store(store)
     finally:
         await store.close()
@@ -192,7 +196,7 @@ def relay(
     should_migrate = config.store_url.startswith("sqlite:") if migrate is None else migrate
 
     async def run() -> None:
-        async with _outbox(config, migrate=should_migrate) as store:
+        async with _outbox(config, migrate=should_migrate, check_schema=True) as store:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):

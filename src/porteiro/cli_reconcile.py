@@ -26,7 +26,7 @@ from rich.table import Table
 from porteiro.config import Config, load_config
 from porteiro.reconcile import Reconciler
 from porteiro.reconcile_report import AuditReport, StaleReport
-from porteiro.runtime import Runtime, utc_now
+from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 
 T = TypeVar("T")
 _RELATIVE = re.compile(r"^(\d+)([smhd])$")
@@ -52,8 +52,15 @@ def _when(_ctx: click.Context, _param: click.Parameter, value: str | None) -> da
 def _with_reconciler(config: Config, work: Callable[[Reconciler], Awaitable[T]]) -> T:
     async def run() -> T:
         runtime = Runtime.build(config)
-        # The embedded SQLite store migrates itself (as `serve` does); PostgreSQL does not.
-        await runtime.start(migrate=config.store_url.startswith("sqlite:"))
+        try:
+            # The embedded SQLite store migrates itself (as `serve` does); PostgreSQL
+            # does not. Either way no audit runs on a schema this code cannot read
+            # (exit 2, one line: `--loop` is a long-running process like `worker`).
+            await runtime.start(migrate=config.store_url.startswith("sqlite:"))
+            await check_schema_at_start(runtime.store)
+        except BaseException:
+            await runtime.stop()
+            raise
         reconciler = Reconciler(runtime)
         try:
             return await work(reconciler)

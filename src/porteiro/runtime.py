@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 import httpx
 
 from porteiro.config import Config
-from porteiro.observability import Metrics
+from porteiro.errors import StoreUnavailable
+from porteiro.observability import Metrics, logger
 from porteiro.providers.base import Provider, build_provider
 from porteiro.store import open_store
 from porteiro.store.base import Store
@@ -21,6 +22,21 @@ from porteiro.store.base import Store
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+async def check_schema_at_start(store: Store) -> None:
+    """What a long-running command (serve, worker, relay) checks before it runs: raise
+    SchemaMismatch, whose message is the one line the CLI prints before exiting 2, on a
+    schema this code cannot run on. A store that does not answer yet is no verdict: the
+    process starts as it always did during an outage, and /readyz, which checks the
+    schema on every probe, answers 503 until the store is back with the right one."""
+    try:
+        await store.check_schema()
+    except StoreUnavailable:
+        logger().warning(
+            "store unreachable at start: schema not checked, /readyz checks it",
+            action="store.schema_unchecked",
+        )
 
 
 @dataclass

@@ -130,6 +130,11 @@ class Store(Protocol):
     async def ping(self) -> None:
         """Raise StoreUnavailable unless the store answers a trivial query."""
 
+    async def check_schema(self) -> None:
+        """Raise SchemaMismatch (store.migrations) unless the applied migrations are
+        exactly this code's, neither fewer nor any it does not know; StoreUnavailable
+        when the store does not answer. One small query: /readyz runs it every time."""
+
     async def record_delivery(
         self,
         request: InboundRequest,

@@ -54,7 +54,12 @@ from porteiro.store.base import (
     RecordResult,
 )
 from porteiro.store.group_commit import GroupCommit
-from porteiro.store.migrations import load_migrations
+from porteiro.store.migrations import (
+    SchemaMismatch,
+    known_versions,
+    load_migrations,
+    schema_mismatch,
+)
 from porteiro.store.pg_client import IdempotencyPgMixin
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_reconcile import ReconcilePostgresMixin
@@ -238,6 +243,23 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
             finally:
                 await conn.execute(q.UNLOCK_MIGRATIONS, (q.MIGRATION_LOCK,))
         return applied
+
+    async def schema_versions(self) -> frozenset[str]:
+        """The migration versions recorded as applied (empty: never migrated)."""
+        async with self._connection() as conn:
+            try:
+                cursor = await conn.execute(q.APPLIED_VERSIONS)
+            except psycopg.errors.UndefinedTable:
+                # Never migrated: version 0, not an error. One round trip while the
+                # table is there (autocommit: the failed statement leaves no aborted
+                # transaction on the pooled connection).
+                return frozenset()
+            return frozenset(row["version"] for row in await cursor.fetchall())
+
+    async def check_schema(self) -> None:
+        problem = schema_mismatch(await self.schema_versions(), known_versions("postgres"))
+        if problem is not None:
+            raise SchemaMismatch(problem)
 
     async def ping(self) -> None:
         async with self._connection() as conn:

@@ -48,7 +48,12 @@ from porteiro.store.base import (
     RecordResult,
 )
 from porteiro.store.group_commit import GroupCommit
-from porteiro.store.migrations import load_migrations
+from porteiro.store.migrations import (
+    SchemaMismatch,
+    known_versions,
+    load_migrations,
+    schema_mismatch,
+)
 from porteiro.store.sqlite_apply import apply_many, apply_one
 from porteiro.store.sqlite_client import IdempotencySqliteMixin
 from porteiro.store.sqlite_held import run_held
@@ -187,6 +192,15 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
             if await self._write(_migrate, migration.version, migration.sql):
                 applied_now.append(migration.version)
         return applied_now
+
+    async def schema_versions(self) -> frozenset[str]:
+        """The migration versions recorded as applied (empty: never migrated)."""
+        return await self._call(_schema_versions)
+
+    async def check_schema(self) -> None:
+        problem = schema_mismatch(await self.schema_versions(), known_versions("sqlite"))
+        if problem is not None:
+            raise SchemaMismatch(problem)
 
     async def pragma(self, name: str) -> object:
         """One PRAGMA value of the store's own connection (diagnostics and tests)."""
@@ -467,6 +481,18 @@ def _migrate(db: sqlite3.Connection, version: str, script: str) -> bool:
         db.execute(statement)
     db.execute(q.MARK_APPLIED, (version, rows.encode_time(datetime.now(UTC))))
     return True
+
+
+def _schema_versions(db: sqlite3.Connection) -> frozenset[str]:
+    # A never-migrated file has no schema_migrations table: version 0, not an error.
+    if db.execute(_HAS_MIGRATIONS_TABLE).fetchone() is None:
+        return frozenset()
+    return frozenset(row[0] for row in db.execute(q.APPLIED_VERSIONS))
+
+
+_HAS_MIGRATIONS_TABLE = (
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+)
 
 
 def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[RecordResult]:
