@@ -182,19 +182,22 @@ def serve(
     """Run the receiver, the admin API and (by default) a worker in one process."""
     import uvicorn
 
+    from porteiro.http_limits import BoundedHttpToolsProtocol
     from porteiro.tls import uvicorn_options
 
     config = _config(ctx)
     _prepare_schema(config, _migrate_default(config, migrate))
     processes = receivers or config.server.receivers
-    tls = uvicorn_options(config)  # {} unless [server] tls_cert_file is set
+    # {} unless [server] tls_cert_file is set
+    tls = uvicorn_options(config, BoundedHttpToolsProtocol)
     options: dict[str, Any] = {
         "host": host or config.server.host,
         "port": config.server.port if port is None else port,
-        # uvloop and httptools (uvicorn[standard]) when importable: a faster event loop
-        # and HTTP parser on the ack path.
+        # uvloop (uvicorn[standard]) when importable: a faster event loop on the ack
+        # path. httptools, with the header/body deadlines and the lingering close that
+        # uvicorn lacks (porteiro.http_limits, [server] header_timeout_seconds...).
         "loop": "uvloop" if _importable("uvloop") else "asyncio",
-        "http": "httptools" if _importable("httptools") else "h11",
+        "http": BoundedHttpToolsProtocol,
         # No WebSocket route exists; uvicorn's WebSocket protocol would still take
         # upgrade requests and log their URL and headers (query tokens) at DEBUG.
         "ws": "none",
@@ -224,7 +227,7 @@ def serve(
     background += reconcile_background(runtime)  # off with [reconcile] enabled = false
     background += relay_jobs(runtime) if with_worker else []  # [destinations.*]
     app = create_app(runtime, background=background)  # migrated by _prepare_schema
-    server_config = uvicorn.Config(app, **options)
+    server_config = _with_limits(uvicorn.Config(app, **options), config)
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -235,6 +238,16 @@ def serve(
 
     tune_for_throughput()
     _Server(server_config).run()
+
+
+def _with_limits(server_config: Any, config: Config) -> Any:
+    """uvicorn's Config with the HTTP door's limits, and this process allowed enough
+    open files for them to matter: 1,000+ connections need more than a soft limit of
+    1,024 (receiver processes inherit it)."""
+    from porteiro.http_limits import ConnectionLimits, raise_open_files_limit, set_limits
+
+    raise_open_files_limit()
+    return set_limits(server_config, ConnectionLimits.of(config.server))
 
 
 def _log_listening(url: str, receivers: int | None = None) -> None:
@@ -265,6 +278,7 @@ def _serve_many(
     server_config = uvicorn.Config(
         "porteiro.app:receiver_process_app", factory=True, workers=processes, **options
     )
+    server_config = _with_limits(server_config, config)
     sock = server_config.bind_socket()
     bound = sock.getsockname()
     _log_listening(f"{scheme}://{bound[0]}:{bound[1]}", processes)

@@ -76,6 +76,13 @@ class ServerConfig:
     max_inflight: int = 1024
     # Receiver processes sharing the port (`porteiro serve --receivers` overrides).
     receivers: int = 1
+    # The HTTP door (porteiro.http_limits): how long a client may take to send its
+    # headers, then its body (past it: 408 and close), and after an early answer (413...)
+    # how long and how much of the rest of its body is read and dropped before closing.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    linger_seconds: float = 5.0
+    linger_max_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +286,15 @@ def _server(table: Mapping[str, Any]) -> ServerConfig:
         tls_client_ca_file=_opt_str(table, "tls_client_ca_file") or None,
         max_inflight=_whole(table, where, "max_inflight", defaults.max_inflight, 1),
         receivers=_whole(table, where, "receivers", defaults.receivers, 1),
+        header_timeout_seconds=_server_seconds(table, "header_timeout_seconds", defaults),
+        body_timeout_seconds=_server_seconds(table, "body_timeout_seconds", defaults),
+        linger_seconds=_server_seconds(table, "linger_seconds", defaults),
+        linger_max_bytes=_whole(table, where, "linger_max_bytes", defaults.linger_max_bytes, 0),
     )
+
+
+def _server_seconds(table: Mapping[str, Any], key: str, defaults: ServerConfig) -> float:
+    return _positive("[server]", key, table.get(key, getattr(defaults, key)))
 
 
 def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:

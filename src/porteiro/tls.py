@@ -95,17 +95,20 @@ class TlsH11Protocol(H11Protocol):
             self.app = wrapped
 
 
-def protocol_class() -> type[asyncio.Protocol]:
-    """The TLS-aware twin of uvicorn's "auto" HTTP protocol (httptools if installed)."""
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:
-        return TlsH11Protocol
+def protocol_class(base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
+    """The TLS-aware twin of `base`, an httptools protocol class (`porteiro serve` passes
+    porteiro.http_limits' bounded one); without `base`, of uvicorn's "auto" protocol."""
+    if base is None:
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        except ImportError:
+            return TlsH11Protocol
+        base = HttpToolsProtocol
 
-    class TlsHttpToolsProtocol(HttpToolsProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    class TlsHttpToolsProtocol(base):  # type: ignore[valid-type,misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
-            wrapped = _wrap(self.app, transport)
+            wrapped = _wrap(self.app, transport)  # type: ignore[has-type]
             if wrapped is not None:
                 self.app = wrapped
 
@@ -123,8 +126,11 @@ def client_ca_files(config: Config) -> list[str]:
     return files
 
 
-def uvicorn_options(config: Config) -> dict[str, Any]:
-    """uvicorn.Config keyword arguments for serving `config` over TLS; {} without TLS."""
+def uvicorn_options(
+    config: Config, protocol: type[asyncio.Protocol] | None = None
+) -> dict[str, Any]:
+    """uvicorn.Config keyword arguments for serving `config` over TLS; {} without TLS.
+    `protocol`: the HTTP protocol class to make TLS-aware (see `protocol_class`)."""
     server = config.server
     if not server.tls_cert_file:
         return {}
@@ -145,5 +151,5 @@ def uvicorn_options(config: Config) -> dict[str, Any]:
         "ssl_keyfile": server.tls_key_file,
         "ssl_cert_reqs": ssl.CERT_OPTIONAL if ca_files else ssl.CERT_NONE,
         "ssl_context_factory": context,
-        "http": protocol_class(),
+        "http": protocol_class(protocol),
     }
