@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from porteiro.api import MAX_ADMIN_BODY
 from porteiro.app import create_app
-from porteiro.config import Config
+from porteiro.config import Config, DestinationConfig
 from porteiro.jsonview import DATA_MAX_DEPTH, TRUNCATED, body_from_json
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.runtime import Runtime
@@ -37,6 +37,7 @@ from tests.e2e.conftest import (
     header_map,
     post_signed,
 )
+from tests.live_server import live_server
 
 sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 AUTH = admin_headers()
@@ -510,6 +511,25 @@ async def test_hostile_ids_cursors_limits_and_nul_are_json_4xx(
         # Nothing was requeued or changed by any of them.
         [event] = (await runtime.store.list_events(EventFilter(), None, 10)).items
         assert (event.status, event.attempts) == (EventStatus.PENDING, 0)
+
+
+async def test_hostile_outbox_cursors_limits_and_ids_are_json_400(config: Config) -> None:
+    merchant = DestinationConfig(name="merchant", url="http://127.0.0.1:9/hooks", secret=SECRET)
+    runtime = Runtime.build(replace(config, destinations={"merchant": merchant}))
+    async with (
+        live_server(create_app(runtime, migrate=True)) as url,
+        httpx.AsyncClient(base_url=url, headers=AUTH) as http,
+    ):
+        outbox = "/api/destinations/merchant/outbox"
+        assert (await http.get(outbox)).status_code == 200
+        answers = [
+            await http.get(outbox, params=query)
+            for query in ({"cursor": BIG}, {"cursor": HUGE}, {"cursor": "²"}, {"limit": HUGE})
+        ]
+        for body in ({"ids": [2**63]}, {"ids": [-(2**63) - 1]}):
+            answers.append(await http.post("/api/destinations/merchant/redrive", json=body))
+        shapes = [(a.status_code, a.headers["content-type"]) for a in answers]
+        assert shapes == [(400, "application/json")] * len(answers)
 
 
 @sqlite_only
