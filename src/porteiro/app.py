@@ -17,7 +17,7 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -162,7 +162,12 @@ class PorteiroApp(Starlette):
             ):
                 await self._receiver.asgi(scope, receive, send, source)
                 return
-        await super().__call__(scope, receive, send)
+        try:
+            await super().__call__(scope, receive, send)
+        except ClientDisconnect:
+            # The client left mid-body, or was cut at [server] body_timeout_seconds
+            # (porteiro.http_limits): no one to answer, and no server error to log.
+            return
 
 
 def _automatico_route(path: str, source: str) -> bool:

@@ -3,27 +3,39 @@
 
 from __future__ import annotations
 
+import os
 import resource
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.processes import (
+    ADMIN_TOKEN,
+    Proc,
     free_port,
     lifecycle_bodies,
     post_all,
     run_porteiro,
-    serving,
+    wait_healthy,
     write_config,
 )
 
 STALLED = 1000
 HEADER_SECONDS = 2.0
 BODY_SECONDS = 3.0
+# The server starts with a soft limit on open files under the connections it must hold
+# (a stock `ulimit -n` of 1,024 is not far off): `serve` must raise it to the hard limit.
+SERVER_SOFT_FILES = 256
 # The signed deliveries below are never more than 16 in flight; the stalled ones alone
 # are far over this cap, so they must not count toward it.
 MAX_INFLIGHT = 64
@@ -37,6 +49,34 @@ def _enough_open_files() -> None:
         if hard != resource.RLIM_INFINITY and hard < wanted:
             pytest.fail(f"RLIMIT_NOFILE hard limit {hard} < {wanted}: raise it to run this test")
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+# Lowers the soft limit, then becomes `python -m porteiro ARGS` (exec keeps the limit).
+_WITH_FEW_FILES = f"""
+import os, resource, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, ({SERVER_SOFT_FILES}, hard))
+os.execv(sys.executable, [sys.executable, "-m", "porteiro", *sys.argv[1:]])
+"""
+
+
+@contextmanager
+def _serving(config: Path, port: int, log: Path) -> Iterator[Proc]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
+    handle = log.open("ab")
+    args = ["--config", str(config), "serve", "--port", str(port)]
+    popen = subprocess.Popen(
+        [sys.executable, "-c", _WITH_FEW_FILES, *args],
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    proc = Proc(popen, log, handle)
+    try:
+        wait_healthy(port, proc)
+        yield proc
+    finally:
+        proc.kill(signal.SIGTERM)
 
 
 def _open(port: int, data: bytes) -> socket.socket:
@@ -90,7 +130,7 @@ def test_stalled_connections_neither_starve_deliveries_nor_stay_open(
         )
     run_porteiro(config, "db", "upgrade")
     port = free_port()
-    with serving(config, port, tmp_path / "serve.log"):
+    with _serving(config, port, tmp_path / "serve.log"):
         head = (
             b"POST /webhooks/std HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
@@ -128,3 +168,30 @@ def test_stalled_connections_neither_starve_deliveries_nor_stay_open(
             for sock in [*bodies, *lines, *headers, *silent]:
                 sock.close()
             dripper.join(timeout=40)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_an_admin_request_cut_mid_body_is_a_408_and_no_server_error(
+    store_url: str, tmp_path: Path
+) -> None:
+    # The admin API reads its bodies through Starlette: a body cut at the deadline is the
+    # client's failure, answered 408, not "Exception in ASGI application" in the log.
+    config = write_config(tmp_path, store_url)
+    with config.open("a") as toml:
+        toml.write(f"\n[server]\nbody_timeout_seconds = {BODY_SECONDS}\n")
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with _serving(config, port, log):
+        sock = _open(
+            port,
+            b"POST /api/replay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + f"Authorization: Bearer {ADMIN_TOKEN}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        )
+        with sock:
+            answer = _closed_by_server(sock, time.monotonic() + BODY_SECONDS + 20)
+        assert answer is not None and answer.startswith(b"HTTP/1.1 408 "), answer
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    output = log.read_text()
+    assert "Exception in ASGI application" not in output
+    assert '"level": "error"' not in output
