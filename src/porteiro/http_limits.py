@@ -90,7 +90,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._raw = transport
+        # The open phase's deadline (loop time), None while the app works or the
+        # connection idles between requests (uvicorn's keep-alive timeout); the timer is
+        # armed for it only when a read ends with the phase still open, so a request
+        # that comes in one read (most webhooks) costs no timer at all.
+        self._deadline: float | None = self.loop.time() + self.limits.header_seconds
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._begun = False  # a byte of the current request has arrived
         self._body_complete = True
         self._lost = False
@@ -98,11 +104,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._linger_left = 0
         # Request cycles take the protocol's transport: their close goes through here.
         self.transport = cast(asyncio.Transport, _Transport(transport, self))
-        self._arm(self.limits.header_seconds)
+        self._sync_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        self._disarm()
+        self._deadline = None
+        self._sync_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -112,23 +119,24 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._raw.close()
             return
         super().data_received(data)
+        self._sync_timer()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._begun = True
-        if self._timer is None:  # a kept-alive connection's next request
-            self._arm(self.limits.header_seconds)
+        if self._deadline is None:  # a kept-alive connection's next request
+            self._deadline = self.loop.time() + self.limits.header_seconds
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._body_complete = False
-        self._arm(self.limits.body_seconds)
+        self._deadline = self.loop.time() + self.limits.body_seconds
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._body_complete = True
         self._begun = False
-        self._disarm()
+        self._deadline = None
 
     def on_response_complete(self) -> None:
         if not self._body_complete:
@@ -146,7 +154,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         self.lingering = True
         self._linger_left = self.limits.linger_max_bytes
-        self._arm(self.limits.linger_seconds)
+        self._deadline = self.loop.time() + self.limits.linger_seconds
+        self._sync_timer()
         # The answer is queued; a FIN after it tells the client nothing more comes.
         if self._raw.can_write_eof():
             self._raw.write_eof()
@@ -155,7 +164,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _late(self) -> None:
         """A deadline passed: the request took too long to arrive, or lingering is over."""
         self._timer = None
-        if self._raw.is_closing():
+        if self._deadline is None or self._raw.is_closing():
             return
         cycle = self.cycle
         if not self.lingering:
@@ -169,14 +178,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 cycle.message_event.set()
         self._raw.close()
 
-    def _arm(self, seconds: float) -> None:
-        self._disarm()
-        self._timer = self.loop.call_later(seconds, self._late)
-
-    def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+    def _sync_timer(self) -> None:
+        """The timer, made to match the open phase's deadline (or cancelled)."""
+        deadline = self._deadline
+        timer = self._timer
+        if timer is not None:
+            if deadline == self._timer_at:
+                return
+            timer.cancel()
             self._timer = None
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._late)
+            self._timer_at = deadline
 
 
 def set_limits(config: UvicornConfig, limits: ConnectionLimits) -> UvicornConfig:
