@@ -122,7 +122,14 @@ def test_never_migrated_postgres_refuses_serve_worker_relay_until_db_upgrade(
     pg_url: str, tmp_path: Path
 ) -> None:
     config = with_destination(write_config(tmp_path, pg_url))
-    for command in (("serve", "--port", "0"), ("worker",), ("relay",), ("reconcile", "--loop")):
+    commands = (
+        ("serve", "--port", "0"),
+        ("serve", "--port", "0", "--receivers", "2"),  # checked once, before the fork
+        ("worker",),
+        ("relay",),
+        ("reconcile", "--loop"),
+    )
+    for command in commands:
         refused(config, *command, line=BEHIND.format(at=0))
 
     run_porteiro(config, "db", "upgrade")
