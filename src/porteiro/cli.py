@@ -294,8 +294,14 @@ def _importable(module: str) -> bool:
 @cli.command()
 @click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
 @click.option("--debug-pause-after-claim", type=float, default=0.0, hidden=True)
+@click.option("--debug-pause-in-apply", type=float, default=0.0, hidden=True)
 @click.pass_context
-def worker(ctx: click.Context, migrate: bool | None, debug_pause_after_claim: float) -> None:
+def worker(
+    ctx: click.Context,
+    migrate: bool | None,
+    debug_pause_after_claim: float,
+    debug_pause_in_apply: float,
+) -> None:
     """Run a standalone worker (PostgreSQL deployments run many)."""
     config = _config(ctx)
 
@@ -306,7 +312,11 @@ def worker(ctx: click.Context, migrate: bool | None, debug_pause_after_claim: fl
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
-            await Worker(runtime, pause_after_claim=debug_pause_after_claim).run(stop)
+            await Worker(
+                runtime,
+                pause_after_claim=debug_pause_after_claim,
+                pause_in_apply=debug_pause_in_apply,
+            ).run(stop)
 
     tune_for_throughput()
     asyncio.run(run())

@@ -63,3 +63,8 @@ class GatewayError(PorteiroError):
 class NonRetryable(PorteiroError):
     """Processing this event can never succeed as it stands (e.g. the PSP denies a Pix
     that the webhook announced): the worker dead-letters it at once, for review."""
+
+
+class PaymentBusy(PorteiroError):
+    """Another worker holds the event's payment: the event was handed back unattempted
+    (its attempt not counted) to be claimed again shortly; not a failure."""

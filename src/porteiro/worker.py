@@ -16,6 +16,7 @@ same transaction (docs/handlers.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import secrets
@@ -27,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from porteiro import ledger
-from porteiro.errors import NonRetryable, StoreUnavailable
+from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
 from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
@@ -55,6 +56,8 @@ class Worker:
 
     `pause_after_claim` is a fault-injection knob for crash tests: the worker sleeps that
     long holding its fresh claims, so a test can SIGSTOP or SIGKILL it at that moment.
+    `pause_in_apply` is another: the whole process blocks that long (as in a long GC
+    pause) inside each batch's apply transaction, after its locks are taken.
     `handlers` defaults to the module named by `[handlers] module` (none if unset).
     """
 
@@ -64,6 +67,7 @@ class Worker:
         *,
         worker_id: str | None = None,
         pause_after_claim: float = 0.0,
+        pause_in_apply: float = 0.0,
         rng: random.Random | None = None,
         handlers: Handlers | None = None,
     ) -> None:
@@ -74,6 +78,7 @@ class Worker:
         self.handlers = handlers
         self.id = worker_id or new_worker_id()
         self.pause_after_claim = pause_after_claim
+        self.pause_in_apply = pause_in_apply
         self._rng = rng or random.Random()
         self._log = logger().bind(worker=self.id)
 
@@ -245,6 +250,8 @@ class Worker:
             )
             for claim, event in ready
         ]
+        if self.pause_in_apply > 0:
+            batch[0] = _frozen_first(batch[0], self.pause_in_apply)
         try:
             results = await self.runtime.store.apply_many(batch, now)
         except StoreUnavailable:
@@ -273,6 +280,14 @@ class Worker:
                 )
             elif result is False:
                 outcomes[stored.id] = self._claim_lost(item.claim)
+            elif isinstance(result, PaymentBusy):
+                # Handed back by the store, its attempt not counted: not a failure.
+                outcomes[stored.id] = "deferred"
+                self._log.info(
+                    "event deferred: another worker holds its payment",
+                    action="event.deferred",
+                    event_id=stored.id,
+                )
             else:
                 outcomes[stored.id] = await self._fail(item.claim, result)
         return outcomes
@@ -401,6 +416,18 @@ def _decider(claim: Claim, event: ParsedEvent, now: datetime, verdicts: dict[int
         return outcome
 
     return decide
+
+
+def _frozen_first(item: Application, seconds: float) -> Application:
+    """`item` whose decide first blocks the process (the fault `pause_in_apply` injects:
+    the event loop stops too, as in a GC pause)."""
+    decide = item.decide
+
+    def frozen(current: Payment | None) -> Outcome:
+        time.sleep(seconds)
+        return decide(current)
+
+    return dataclasses.replace(item, decide=frozen)
 
 
 async def _until(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:

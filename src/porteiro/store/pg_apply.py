@@ -1,43 +1,62 @@
 """PostgreSQL batch apply: a claimed batch in one transaction (two when another worker's
 batch holds some of its payments) of two round trips each.
 
-Round trip 1 (pipelined): BEGIN; fence every claim (its row locked, token checked); take
-the payments' advisory locks without waiting (pg_try_advisory_xact_lock); read and lock
-the rows of the payments taken. Then the ledger runs in Python, event after event, each
-seeing the payment as the previous one left it. Round trip 2: ONE statement
-upserts the payments' final states, inserts the transitions in application order and marks
-the applied events done (events enriched since stored also get their parsed fields
-rewritten, by a second one); COMMIT: one WAL flush for the whole batch, not one per event.
+Round trip 1 (pipelined): BEGIN; the transaction's time limits (below); check every claim
+(token and status, without locking the event row); take the payments' advisory locks
+without waiting (pg_try_advisory_xact_lock); read and lock the rows of the payments taken.
+Then the ledger runs in Python, event after event, each seeing the payment as the previous
+one left it. Round trip 2: ONE statement upserts the payments' final states, inserts the
+transitions in application order and marks the applied events done (rewriting the parsed
+fields of those enriched since stored), sent with its COMMIT in one message.
+
+Why the events' rows are locked only in that last message: a duplicate delivery of an
+event updates its row (`duplicates + 1`) in the receivers' ingest statement, so a lock the
+worker held across its own round trips (a GC pause, SIGSTOP, a frozen VM between them)
+stalled ingest behind the worker. Sent with its COMMIT, the statement leaves nothing for
+the server to wait on the worker for. It fails as a whole if any claim was lost since
+round trip 1 (`CLAIMS_LOST`): the pass is then done again without it.
+
+Time limits, from the batch's lease (`SET LOCAL`): idle in transaction, a statement and a
+lock wait each end the transaction once the lease is gone, so a frozen worker's payment
+locks are released by PostgreSQL itself, by the time another worker may take its events
+over. Round trip 1 ends with a Sync: the server sees the session idle in transaction
+(and applies the idle limit) rather than inside a pipeline it cannot time.
 
 The events of payments another worker's batch holds wait for a second transaction, after
-the first commits, which takes their locks waiting, in (source, object_id) order, so two
-workers' batches never deadlock.
+the first commits, which takes their locks waiting, in (source, object_id) order (so two
+workers' batches never deadlock), but only briefly (`HELD_WAIT_SECONDS`): past it, those
+events are handed back unattempted (`PaymentBusy`), due again a moment later, rather than
+queue behind a worker that may be frozen.
 
 An event whose `decide` raises is left out of the writes (no savepoint needed: the ledger
 is pure and writes nothing itself), so it stays `processing` under its claim for the
 worker to schedule a retry. Parameters are JSON documents read with `json_to_recordset`,
 encoded by orjson (as in pg_batch): one parameter per statement, not one per row.
 
-Effects of an applied event: its outbox rows join round trip 2 (one statement for the
-batch), committed with the done marks. Merchant handlers run right after the event's
-`decide`, on this connection, each event's in a SAVEPOINT: one that raises rolls back to
-it and its event is left out of the writes like a failed `decide`. Handlers cost extra
-round trips, but only for events whose kind has handlers.
+Effects of an applied event: its outbox rows are inserted before round trip 2 (one
+statement for the batch, one more round trip), committed with the done marks. Merchant
+handlers run right after the event's `decide`, on this connection, each event's in a
+SAVEPOINT: one that raises rolls back to it and its event is left out of the writes like
+a failed `decide`. Handlers cost extra round trips, but only for events whose kind has
+handlers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 import orjson
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
 
+from porteiro.errors import PaymentBusy
 from porteiro.handlers import Params, Result
 from porteiro.model import ParsedEvent, Payment, Transition
 from porteiro.store import rows
@@ -47,16 +66,24 @@ from porteiro.store.pg_outbox import insert_outbox_pg
 if TYPE_CHECKING:
     from porteiro.store.outbox import OutboxRow
 
-# The claims still ours, their rows locked until COMMIT (like the single apply's UPDATE).
+# The claims still ours. Read, not locked: a lock held over the worker's round trips
+# would stall a duplicate delivery's ingest (see the module's docstring).
 _FENCE = """
 SELECT e.id FROM events AS e
 JOIN json_to_recordset(%(claims)s::json) AS c(id bigint, token text)
     ON e.id = c.id AND e.claim_token = c.token
 WHERE e.status = 'processing'
-ORDER BY e.id
-FOR UPDATE OF e"""
+ORDER BY e.id"""
 
-# A payment's advisory lock key, for the key `k`: the same as pg_queries.LOCK_PAYMENT's.
+# The transaction's limits, in milliseconds, for this transaction only.
+_LIMITS = """
+SELECT set_config('idle_in_transaction_session_timeout', %(budget)s, true),
+       set_config('statement_timeout', %(budget)s, true),
+       set_config('lock_timeout', %(lock)s, true)"""
+
+# A payment's advisory lock key, for the key `k`: all events of one payment serialise on
+# it, taken before the payment row is read (a new payment has no row to lock yet). A hash
+# collision only serialises two payments.
 _KEY = "hashtextextended(k.source || ':' || k.object_id, 0)"
 
 # The keys taken without waiting: those another worker's batch holds come back (the
@@ -94,6 +121,12 @@ _PAYMENTS_TAKEN = _payments(f"WHERE pg_try_advisory_xact_lock({_KEY})")
 # not matter): the payments' final states; the transitions (ORDER BY n: identity values
 # rise in application order, which history reads by); the done marks of the events
 # applied as stored.
+# Round trip 2 in one statement, sent with its COMMIT (its parts touch different rows,
+# so their order does not matter): the payments' final states; the transitions (ORDER BY
+# n: identity values rise in application order, which history reads by); the done marks
+# of the events applied, as stored or enriched. If a claim was lost since round trip 1,
+# fewer events are marked than were applied: the cast fails the statement, so nothing
+# of the batch is written (CLAIMS_LOST names the error).
 _WRITE = """
 WITH upserted AS (
     INSERT INTO payments
@@ -119,25 +152,55 @@ WITH upserted AS (
         AS t(n integer, source text, object_id text, event_id bigint, from_state text,
              to_state text, verdict text, note text, at timestamptz)
     ORDER BY n
+), marked AS (
+    UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+        lease_until = NULL, last_error = NULL, updated_at = %(now)s
+    FROM json_to_recordset(%(done)s::json) AS t(id bigint, token text)
+    WHERE events.id = t.id AND events.claim_token = t.token
+        AND events.status = 'processing'
+    RETURNING events.id
+), enriched AS (
+    UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
+        lease_until = NULL, last_error = NULL, kind = t.kind, type = t.type,
+        object_id = t.object_id, reference = t.reference, amount = t.amount,
+        currency = t.currency, occurred_at = t.occurred_at,
+        refunded_total = t.refunded_total, thin = t.thin, data = t.data,
+        updated_at = %(now)s
+    FROM json_to_recordset(%(enriched)s::json)
+        AS t(id bigint, token text, kind text, type text, object_id text, reference text,
+             amount bigint, currency text, occurred_at timestamptz, refunded_total bigint,
+             thin boolean, data jsonb)
+    WHERE events.id = t.id AND events.claim_token = t.token
+        AND events.status = 'processing'
+    RETURNING events.id
+), settled AS (
+    SELECT count(*) AS n FROM (SELECT id FROM marked UNION ALL SELECT id FROM enriched) AS s
 )
-UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
-    lease_until = NULL, last_error = NULL, updated_at = %(now)s
-FROM json_to_recordset(%(done)s::json) AS t(id bigint, token text)
+SELECT CASE WHEN n = %(expected)s THEN n
+            ELSE CAST('porteiro: claims lost, ' || n || ' of ' || %(expected)s AS integer)
+       END AS settled
+FROM settled"""
+
+# The error _WRITE raises on purpose (in its message).
+CLAIMS_LOST: Final = "porteiro: claims lost"
+
+# Hand back, unattempted, the claims of payments another worker still holds: due again
+# shortly, their attempt not counted, as they were (failed ones stay `retrying`).
+_RELEASE = """
+UPDATE events SET status = CASE WHEN last_error IS NULL THEN 'pending' ELSE 'retrying' END,
+    attempts = GREATEST(attempts - 1, 0), next_attempt_at = %(at)s, claim_token = NULL,
+    claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
+FROM json_to_recordset(%(claims)s::json) AS t(id bigint, token text)
 WHERE events.id = t.id AND events.claim_token = t.token AND events.status = 'processing'"""
 
-# An event enriched since it was stored: its parsed fields are written too (as the single
-# apply's APPLY_EVENT does).
-_MARK_ENRICHED_DONE = """
-UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
-    lease_until = NULL, last_error = NULL, kind = t.kind, type = t.type,
-    object_id = t.object_id, reference = t.reference, amount = t.amount,
-    currency = t.currency, occurred_at = t.occurred_at,
-    refunded_total = t.refunded_total, thin = t.thin, data = t.data, updated_at = %(now)s
-FROM json_to_recordset(%(events)s::json)
-    AS t(id bigint, token text, kind text, type text, object_id text, reference text,
-         amount bigint, currency text, occurred_at timestamptz, refunded_total bigint,
-         thin boolean, data jsonb)
-WHERE events.id = t.id AND events.claim_token = t.token AND events.status = 'processing'"""
+# How long the second pass waits for the payments another batch holds: another worker's
+# batch commits within milliseconds; one frozen holds them until PostgreSQL ends its
+# transaction, which nobody should queue behind.
+HELD_WAIT_SECONDS: Final = 0.5
+# When events handed back that way are due again.
+HELD_RETRY_SECONDS: Final = 1.0
+# The least time a transaction gets, even for claims whose lease has (nearly) run out.
+MIN_BUDGET_SECONDS: Final = 1.0
 
 
 def _compact(query: str) -> str:
@@ -146,12 +209,14 @@ def _compact(query: str) -> str:
 
 
 FENCE: Final = _compact(_FENCE)
+LIMITS: Final = _compact(_LIMITS)
+RELEASE: Final = _compact(_RELEASE)
 TRY_LOCK: Final = _compact(_TRY_LOCK)
 LOCK: Final = _compact(_LOCK)
 PAYMENTS: Final = _compact(_PAYMENTS)
 PAYMENTS_TAKEN: Final = _compact(_PAYMENTS_TAKEN)
 WRITE: Final = _compact(_WRITE)
-MARK_ENRICHED_DONE: Final = _compact(_MARK_ENRICHED_DONE)
+WRITE_AND_COMMIT: Final = WRITE + "; COMMIT"
 
 Key = tuple[str, str]
 Connection = AsyncConnection[DictRow]
@@ -183,24 +248,51 @@ async def apply_many(
     """Two workers' batches often share a payment (its events straddle the claims): the
     first pass applies the events of the payments free now, without waiting; the events
     of the payments another batch holds follow in a second transaction, which waits for
-    them. Without the split the second batch waited, whole, for the first one's commit.
-    The second pass failing (but for an outage) fails its events, not the committed ones."""
+    them a moment (then hands them back: PaymentBusy). Without the split the second batch
+    waited, whole, for the first one's commit. The second pass failing (but for an
+    outage) fails its events, not the committed ones."""
     results: list[Applied | None] = [None] * len(batch)
     for index, item in enumerate(batch):
         if item.event.object_id is None:
             message = f"event {item.claim.event.id} has no object_id: nothing to apply"
             results[index] = ValueError(message)
     pending = [index for index, result in enumerate(results) if result is None]
-    waiting = await _apply_pass(conn, batch, pending, results, now, wait=False)
+    waiting = await _fenced_pass(conn, batch, pending, results, now, wait=False)
     if waiting:
         try:
-            await _apply_pass(conn, batch, waiting, results, now, wait=True)
+            await _fenced_pass(conn, batch, waiting, results, now, wait=True)
+        except psycopg.errors.LockNotAvailable:
+            await _release(conn, batch, waiting, now)
+            busy = PaymentBusy("another worker holds the payment; handed back for later")
+            for index in waiting:
+                results[index] = busy
         except psycopg.OperationalError:
             raise
         except Exception as exc:
             for index in waiting:
                 results[index] = exc
     return [False if result is None else result for result in results]
+
+
+async def _fenced_pass(
+    conn: Connection,
+    batch: Sequence[Application],
+    indexes: Sequence[int],
+    results: list[Applied | None],
+    now: datetime,
+    *,
+    wait: bool,
+) -> list[int]:
+    """`_apply_pass`, done again (once) when a claim was lost between its round trips:
+    the check of round trip 1 then leaves the lost one out."""
+    try:
+        return await _apply_pass(conn, batch, indexes, results, now, wait=wait)
+    except psycopg.errors.InvalidTextRepresentation as exc:
+        if CLAIMS_LOST not in str(exc):
+            raise
+        for index in indexes:
+            results[index] = None
+        return await _apply_pass(conn, batch, indexes, results, now, wait=wait)
 
 
 async def _apply_pass(
@@ -226,30 +318,91 @@ async def _apply_pass(
     key_doc = orjson.dumps(
         [{"n": n, "source": s, "object_id": o} for n, (s, o) in enumerate(ordered)]
     ).decode()
-    async with conn.pipeline(), conn.transaction():
-        fenced_rows = await conn.execute(FENCE, {"claims": orjson.dumps(claims).decode()})
-        locked = await conn.execute(LOCK if wait else TRY_LOCK, {"keys": key_doc})
-        # Never a cached generic plan: one made while `payments` was new and small
-        # keeps scanning the whole table until autovacuum's first ANALYZE (a minute
-        # or more of every batch reading every payment on a fresh database).
-        found = await conn.execute(
-            PAYMENTS if wait else PAYMENTS_TAKEN, {"keys": key_doc}, prepare=False
-        )
-        fenced = {row["id"] for row in await fenced_rows.fetchall()}
-        busy = set() if wait else {ordered[row["n"]] for row in await locked.fetchall()}
-        waiting = [
-            index
-            for index in indexes
-            if (batch[index].claim.event.source, batch[index].event.object_id or "") in busy
-        ]
-        current = {
-            (row["source"], row["object_id"]): rows.payment_from_row(row)
-            for row in await found.fetchall()
-        }
-        writes = await _decide_all(conn, batch, indexes, results, fenced, current, busy)
-        if writes.transitions:
-            await _write(conn, writes, now)
+    budget = _budget(batch, indexes, now)
+    limits = {
+        "budget": str(budget),
+        "lock": str(min(budget, int(HELD_WAIT_SECONDS * 1000)) if wait else budget),
+    }
+    async with _transaction(conn):
+        async with conn.pipeline() as pipeline:
+            await conn.execute(BEGIN)
+            await conn.execute(LIMITS, limits)
+            fenced_rows = await conn.execute(FENCE, {"claims": orjson.dumps(claims).decode()})
+            locked = await conn.execute(LOCK if wait else TRY_LOCK, {"keys": key_doc})
+            # Never a cached generic plan: one made while `payments` was new and small
+            # keeps scanning the whole table until autovacuum's first ANALYZE (a minute
+            # or more of every batch reading every payment on a fresh database).
+            found = await conn.execute(
+                PAYMENTS if wait else PAYMENTS_TAKEN, {"keys": key_doc}, prepare=False
+            )
+            # A Sync, not the flush a fetch sends: the server then counts the session
+            # idle in transaction while the ledger runs, under the idle limit.
+            await pipeline.sync()
+            fenced = {row["id"] for row in await fenced_rows.fetchall()}
+            busy = set() if wait else {ordered[row["n"]] for row in await locked.fetchall()}
+            waiting = [
+                index
+                for index in indexes
+                if (batch[index].claim.event.source, batch[index].event.object_id or "") in busy
+            ]
+            current = {
+                (row["source"], row["object_id"]): rows.payment_from_row(row)
+                for row in await found.fetchall()
+            }
+            writes = await _decide_all(conn, batch, indexes, results, fenced, current, busy)
+            await insert_outbox_pg(conn, writes.outbox, now)
+        await _commit(conn, writes, now)
     return waiting
+
+
+BEGIN: Final = "BEGIN"
+
+
+def _budget(batch: Sequence[Application], indexes: Sequence[int], now: datetime) -> int:
+    """Milliseconds the transaction may last: until the first of its leases ends."""
+    ends = min(batch[index].claim.lease_until for index in indexes)
+    left = max((ends - now).total_seconds(), MIN_BUDGET_SECONDS)
+    return int(left * 1000)
+
+
+@contextlib.asynccontextmanager
+async def _transaction(conn: Connection) -> AsyncIterator[None]:
+    """BEGIN and COMMIT are sent by hand (COMMIT rides with the last statement); this
+    rolls back whatever is left open by an error or a cancellation."""
+    try:
+        yield
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute(b"ROLLBACK")
+        raise
+
+
+async def _commit(conn: Connection, writes: _Writes, now: datetime) -> None:
+    """Round trip 2: the writes and COMMIT as one message (the simple query protocol, its
+    parameters bound client-side), so the server never holds the events' rows waiting on
+    this process between them."""
+    if not writes.transitions:
+        await conn.execute(b"COMMIT")  # nothing applied: ends the locks' transaction
+        return
+    params = {
+        "payments": _array(list(writes.payments.values())),
+        "transitions": _array(writes.transitions),
+        "done": _array(writes.done),
+        "enriched": _array(writes.enriched),
+        "expected": len(writes.done) + len(writes.enriched),
+        "now": now,
+    }
+    cursor = AsyncClientCursor(conn)
+    await cursor.execute(WRITE_AND_COMMIT, params)
+
+
+async def _release(
+    conn: Connection, batch: Sequence[Application], indexes: Sequence[int], now: datetime
+) -> None:
+    claims = [{"id": batch[i].claim.event.id, "token": batch[i].claim.token} for i in indexes]
+    at = now + timedelta(seconds=HELD_RETRY_SECONDS)
+    await conn.execute(RELEASE, {"claims": orjson.dumps(claims).decode(), "at": at, "now": now})
 
 
 class _Writes:
@@ -303,19 +456,6 @@ async def _decide_all(
         (writes.done if as_stored else writes.enriched).append(event)
         results[index] = True
     return writes
-
-
-async def _write(conn: Connection, writes: _Writes, now: datetime) -> None:
-    params = {
-        "payments": _array(list(writes.payments.values())),
-        "transitions": _array(writes.transitions),
-        "done": _array(writes.done),
-        "now": now,
-    }
-    await conn.execute(WRITE, params)
-    if writes.enriched:
-        await conn.execute(MARK_ENRICHED_DONE, {"events": _array(writes.enriched), "now": now})
-    await insert_outbox_pg(conn, writes.outbox, now)
 
 
 def _array(items: Sequence[bytes]) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Final
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from porteiro.model import ParsedEvent, Payment
+from porteiro.model import ParsedEvent
 from porteiro.store import rows
 from porteiro.store.base import EventFilter
 
@@ -75,49 +75,13 @@ RETURNING events.*"""
 
 # Every fenced write matches the claim token while the event is processing; a lost
 # claim (expired and taken over, or requeued) matches no row.
-APPLY_EVENT: Final = """
-UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
-    lease_until = NULL, last_error = NULL, kind = %(kind)s, type = %(type)s,
-    object_id = %(object_id)s, reference = %(reference)s, amount = %(amount)s,
-    currency = %(currency)s, occurred_at = %(occurred_at)s,
-    refunded_total = %(refunded_total)s, thin = %(thin)s, data = %(data)s,
-    updated_at = %(now)s
-WHERE id = %(id)s AND claim_token = %(token)s AND status = 'processing'"""
-
 SETTLE: Final = """
 UPDATE events SET status = %(status)s, last_error = %(error)s,
     next_attempt_at = COALESCE(%(at)s, next_attempt_at), claim_token = NULL,
     claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
 WHERE id = %(id)s AND claim_token = %(token)s AND status = 'processing'"""
 
-# All events of one payment serialise on this lock, taken before the payment row is read
-# (a new payment has no row to lock yet). A hash collision only serialises two payments.
-LOCK_PAYMENT: Final = """
-SELECT pg_advisory_xact_lock(hashtextextended(%(source)s || ':' || %(object_id)s, 0))"""
-
-LOCK_AND_GET_PAYMENT: Final = """
-SELECT * FROM payments WHERE source = %(source)s AND object_id = %(object_id)s FOR UPDATE"""
-
 GET_PAYMENT: Final = "SELECT * FROM payments WHERE source = %s AND object_id = %s"
-
-UPSERT_PAYMENT: Final = """
-INSERT INTO payments
-    (source, object_id, state, amount, currency, refunded_amount, reference, version,
-     last_event_at, facts, anomalies, created_at, updated_at)
-VALUES (%(source)s, %(object_id)s, %(state)s, %(amount)s, %(currency)s,
-        %(refunded_amount)s, %(reference)s, %(version)s, %(last_event_at)s, %(facts)s,
-        %(anomalies)s, %(now)s, %(now)s)
-ON CONFLICT (source, object_id) DO UPDATE SET
-    state = EXCLUDED.state, amount = EXCLUDED.amount, currency = EXCLUDED.currency,
-    refunded_amount = EXCLUDED.refunded_amount, reference = EXCLUDED.reference,
-    version = EXCLUDED.version, last_event_at = EXCLUDED.last_event_at,
-    facts = EXCLUDED.facts, anomalies = EXCLUDED.anomalies,
-    updated_at = EXCLUDED.updated_at"""
-
-INSERT_TRANSITION: Final = """
-INSERT INTO transitions
-    (source, object_id, event_id, from_state, to_state, verdict, note, at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"""
 
 REQUEUE: Final = """
 UPDATE events SET status = 'pending', next_attempt_at = %(now)s, attempts = 0,
@@ -209,23 +173,6 @@ def event_params(
     columns = rows.new_event_columns(event, source, now)
     columns.update(data=json_param(columns["data"]), delivery_id=delivery_id, now=now)
     return columns
-
-
-def payment_params(payment: Payment, now: datetime) -> dict[str, Any]:
-    return {
-        "source": payment.source,
-        "object_id": payment.object_id,
-        "state": payment.state.value,
-        "amount": payment.amount,
-        "currency": payment.currency,
-        "refunded_amount": payment.refunded_amount,
-        "reference": payment.reference,
-        "version": payment.version,
-        "last_event_at": payment.last_event_at,
-        "facts": json_param(dict(payment.facts)),
-        "anomalies": payment.anomalies,
-        "now": now,
-    }
 
 
 def event_where(filter: EventFilter) -> tuple[list[sql.Composable], dict[str, Any]]:

@@ -70,10 +70,6 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class _ClaimLost(Exception):
-    """Raised inside `apply` to roll back when the fencing update matched nothing."""
-
-
 class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMixin):
     def __init__(
         self,
@@ -377,39 +373,13 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
     async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
         if event.object_id is None:
             raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
-        key = {"source": claim.event.source, "object_id": event.object_id}
-        params = q.event_params(event, claim.event.source, 0, now)
-        params.update(id=claim.event.id, token=claim.token)
-        try:
-            # Pipelined: BEGIN, fence, lock and read go in one round trip; the writes and
-            # COMMIT in a second. A lost claim also took the lock, released on rollback.
-            async with self._connection() as conn, conn.pipeline(), conn.transaction():
-                fenced = await conn.execute(q.APPLY_EVENT, params)
-                await conn.execute(q.LOCK_PAYMENT, key)
-                found = await (await conn.execute(q.LOCK_AND_GET_PAYMENT, key)).fetchone()
-                if fenced.rowcount == 0:
-                    raise _ClaimLost
-                outcome = decide(None if found is None else rows.payment_from_row(found))
-                payment, transition = outcome.payment, outcome.transition
-                if (payment.source, payment.object_id) != (key["source"], key["object_id"]):
-                    raise ValueError(f"decide returned payment {payment.object_id!r} for {key!r}")
-                await conn.execute(q.UPSERT_PAYMENT, q.payment_params(payment, now))
-                await conn.execute(
-                    q.INSERT_TRANSITION,
-                    (
-                        payment.source,
-                        payment.object_id,
-                        transition.event_id,
-                        None if transition.from_state is None else transition.from_state.value,
-                        transition.to_state.value,
-                        transition.verdict.value,
-                        transition.note,
-                        transition.at,
-                    ),
-                )
-        except _ClaimLost:
-            return False
-        return True
+        # A batch of one: the same transaction shape, so one event never holds its row
+        # locked while the ledger runs either (pg_apply's docstring says why).
+        async with self._connection() as conn:
+            (result,) = await pg_apply.apply_many(conn, [Application(claim, event, decide)], now)
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
         if not batch:
