@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
+import httpx
 import psycopg
 import pytest
 
@@ -23,7 +24,10 @@ from porteiro.model import EventStatus, Outcome
 from porteiro.store import pg_apply
 from porteiro.store.base import Application, Claim
 from porteiro.store.postgres import PostgresStore
+from porteiro.worker import Worker
 from tests.integration.test_postgres_store import LEASE, T0, bump, opened, paid, request
+from tests.integration.test_worker import Clock, body, counted, deliver
+from tests.integration.test_worker_batch import make_runtime
 
 pytestmark = pytest.mark.postgres
 
@@ -189,3 +193,28 @@ async def test_a_claim_lost_between_the_round_trips_writes_nothing_of_it(
     assert [t.event_id for t in await worker.payment_history("stripe", "pi_2")] == [kept.event.id]
     stored = await worker.get_event(lost.event.id)
     assert stored is not None and stored.status is EventStatus.PROCESSING
+
+
+async def test_the_worker_defers_an_event_whose_payment_is_held_without_a_retry(
+    pg_url: str, two: tuple[PostgresStore, PostgresStore]
+) -> None:
+    """Held by another session (as by a frozen worker): the worker's batch applies its
+    other payment and counts the held one's event `deferred`, pending again with its
+    attempt not counted and no error: no retry burnt, no dead letter near."""
+    store, _ = two
+    async with httpx.AsyncClient() as http:
+        runtime = make_runtime(store, http, Clock())
+        held = await deliver(runtime, "std", body("evt_1", "payment.paid", "pay_1"))
+        free = await deliver(runtime, "std", body("evt_2", "payment.paid", "pay_2"))
+        async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+            await holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('std:pay_1', 0))")
+            assert await Worker(runtime).run_once() == 2
+            await holder.rollback()
+    assert counted(runtime, "std", "deferred") == 1
+    assert counted(runtime, "std", "applied") == 1
+    assert counted(runtime, "std", "retry") == 0
+    back = await store.get_event(held.event_ids[0])
+    assert back is not None
+    assert (back.status, back.attempts, back.last_error) == (EventStatus.PENDING, 0, None)
+    done = await store.get_event(free.event_ids[0])
+    assert done is not None and done.status is EventStatus.DONE
