@@ -1,6 +1,6 @@
 """Adyen: the payments "Standard webhook" (JSON), one HMAC per item inside the body.
 
-Authentication (PROVIDERS.md §4.1), all of it required for a 2xx:
+Authentication (docs/gateways/adyen.md), all of it required for a 2xx:
 - optional HTTP Basic auth (`basic_auth = "user:pass"`, or a list during a rotation),
   compared in constant time;
 - for EVERY `NotificationRequestItem`: `additionalData.hmacSignature` is the base64

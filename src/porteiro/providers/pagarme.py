@@ -1,6 +1,6 @@
 """Pagar.me: v5 RS256 webhooks against a JWKS, and the HMAC `X-Hub-Signature` variants.
 
-Authentication (PROVIDERS.md §2), in this order:
+Authentication (docs/gateways/pagarme.md), in this order:
 - `X-Webhook-Asymmetric-Signature: alg=RS256; kid=<kid>; signature=<base64url>` when
   present: RSA PKCS#1 v1.5 SHA-256 over the raw body, with the JWK of that kid from
   `jwks_url` (default Pagar.me's) or `jwks_file`. Nothing is timestamped, so replays are
