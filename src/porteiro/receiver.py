@@ -18,6 +18,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -331,7 +332,7 @@ class Receiver:
                 await self._runtime.store.quarantine(
                     self._redacted(inbound), exc.reason, str(exc) or None
                 )
-        except (StoreUnavailable, TimeoutError) as failure:
+        except Exception as failure:  # any store failure: the 401 is answered regardless
             self._log.warning(
                 "delivery.quarantine_failed",
                 action="delivery.quarantine_failed",
@@ -340,7 +341,10 @@ class Receiver:
             )
 
     def _redacted(self, inbound: InboundRequest) -> InboundRequest:
-        return self._redactions.get(inbound.source, _DEFAULT_REDACTION).request(inbound)
+        """What is stored of a request: credentials redacted, headers storable."""
+        request = self._redactions.get(inbound.source, _DEFAULT_REDACTION).request(inbound)
+        stored = storable.headers(request.headers)
+        return request if stored is request.headers else replace(request, headers=stored)
 
     def _parse(
         self, provider: Provider, inbound: InboundRequest

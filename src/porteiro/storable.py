@@ -61,6 +61,21 @@ def text(value: str) -> str:
     return value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def headers(values: Sequence[tuple[str, str]]) -> Sequence[tuple[str, str]]:
+    """Request headers made storable: a NUL in a value (which a lenient server may pass
+    through; PostgreSQL jsonb refuses it) is written as its escape, so the delivery is
+    stored rather than refused. Names and values are latin-1 text (no surrogates can
+    occur). The same object when none holds a NUL, the common case."""
+    for _, value in values:
+        if "\x00" in value:
+            break
+    else:
+        return values
+    return [
+        (name.replace("\x00", "\\x00"), value.replace("\x00", "\\x00")) for name, value in values
+    ]
+
+
 def event_problem(event: ParsedEvent) -> str | None:
     """Why the store cannot hold `event` as it is, or None."""
     for name in _TEXT_COLUMNS:

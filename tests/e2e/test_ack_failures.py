@@ -31,9 +31,10 @@ import uvloop
 from porteiro.app import create_app
 from porteiro.config import ServerConfig
 from porteiro.runtime import Runtime
+from porteiro.store.base import EventFilter
 from porteiro.store.postgres import PostgresStore
 from tests.conftest import PG_ADMIN_URL
-from tests.e2e.conftest import MAX_BODY, event_body, make_config, post_signed
+from tests.e2e.conftest import MAX_BODY, event_body, make_config, post_signed, standard_headers
 from tests.e2e.processes import free_port, post_all, run_porteiro, serving, write_config
 from tests.live_server import live_server
 
@@ -369,3 +370,69 @@ def test_a_store_timeout_shorter_than_any_commit_is_503(
 
     run(scenario())
     assert errors_logged() == []
+
+
+# -- what is only forensics, or only odd, never changes the answer -----------------------------
+
+
+def test_a_quarantine_the_database_refuses_still_answers_401(
+    run: Callable[[Scenario], None], store_url: str, errors_logged: Callable[[], list[str]]
+) -> None:
+    # Any error storing the forensics of a refused request, not only an outage.
+    refuse = {
+        name: tuple(statement.replace("deliveries", "quarantine") for statement in pair)
+        for name, pair in REFUSE.items()
+    }
+
+    async def scenario() -> None:
+        create, drop = refuse[store_url.partition(":")[0]]
+        async with served(store_url) as ingest:
+            _execute(store_url, create)
+            try:
+                response = await ingest.http.post(
+                    "/webhooks/shop", content=event_body("evt_forged"), headers={"x": "y"}
+                )
+            finally:
+                _execute(store_url, drop)
+            assert response.status_code == 401
+
+    run(scenario())
+    assert errors_logged() == []
+
+
+def test_a_nul_in_a_header_value_is_stored_escaped(
+    run: Callable[[Scenario], None], store_url: str
+) -> None:
+    # h11 and httptools refuse such a header themselves; a lenient server would pass it
+    # through, and PostgreSQL's jsonb refuses a NUL: the delivery must be stored anyway.
+    async def scenario() -> None:
+        body = event_body("evt_nul_header")
+        runtime = Runtime.build(make_config(store_url))
+        app = create_app(runtime, migrate=True)
+        headers = {**standard_headers(body, "msg_nul"), "x-odd": "a\x00b"}
+        sent: list[dict[str, Any]] = []
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": "/webhooks/shop", "raw_path": b"",
+            "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            "headers": [(k.encode(), v.encode("latin-1")) for k, v in headers.items()],
+        }  # fmt: skip
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await runtime.start(migrate=True)
+        try:
+            await app(scope, receive, send)
+            assert sent[0]["status"] == 200, sent
+            (event,) = (await runtime.store.list_events(EventFilter(), None, 10)).items
+            (delivery,) = await runtime.store.event_deliveries(event.id)
+        finally:
+            await runtime.stop()
+        assert ("x-odd", "a\\x00b") in delivery.headers
+
+    run(scenario())
