@@ -226,6 +226,11 @@ def _parse(
     except ParseError as exc:  # still broken with the current code: stays dead
         report.failures.append((delivery_id, str(exc)))
         return None
+    except Exception as exc:
+        # An adapter bug reported as the receiver reports it: one delivery's crash must
+        # not end a replay of thousands.
+        report.failures.append((delivery_id, f"adapter error: {type(exc).__name__}: {exc}"))
+        return None
 
 
 async def _requeue_ids(

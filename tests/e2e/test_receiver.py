@@ -21,6 +21,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from porteiro import replay
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig
 from porteiro.model import EventStatus, InboundRequest, ParsedEvent
@@ -382,6 +383,11 @@ async def test_adapter_crash_still_stores_the_authenticated_body(config: Config)
         assert event.last_error is not None and "KeyError" in event.last_error
         [delivery] = await runtime.store.event_deliveries(event.id)
         assert delivery.body == body
+        # A replay with the adapter still crashing reports the delivery, and ends.
+        report = await replay.reparse(runtime, [event.id], dry_run=False)
+        assert [reason for _, reason in report.failures] == [
+            "adapter error: KeyError: 'adapter bug'"
+        ]
 
 
 # -- Pagar.me RS256 with a JWKS refreshed on the receiver path -------------------------------------
