@@ -460,6 +460,7 @@ def dlq_list(ctx: click.Context, source: str | None, limit: int, as_json: bool) 
 @since_option
 @until_option
 @click.option("--id", "ids", type=int, multiple=True, help="only these events (repeatable)")
+@click.option("--all", "every", is_flag=True, help="every dead event (no filter given)")
 @click.pass_context
 def dlq_replay(
     ctx: click.Context,
@@ -468,8 +469,17 @@ def dlq_replay(
     since: datetime | None,
     until: datetime | None,
     ids: tuple[int, ...],
+    every: bool,
 ) -> None:
     """Make dead events due again (unparseable deliveries are re-parsed)."""
+    selected = bool(ids) or any(value is not None for value in (source, kind, since, until))
+    # As the API: a redrive of the whole DLQ is said, never the result of a forgotten flag.
+    if every and selected:
+        raise click.UsageError("--all cannot be combined with --id or a filter")
+    if not every and not selected:
+        raise click.UsageError(
+            "give --id or a filter (--source, --kind, --since, --until), or --all"
+        )
     filter = EventFilter(
         source=source, status=EventStatus.DEAD, kind=Kind(kind) if kind else None,
         since=since, until=until,

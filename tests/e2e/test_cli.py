@@ -198,6 +198,13 @@ def test_unparseable_delivery_is_dead_and_stays_dead_on_replay(server: tuple[Cli
     assert "still fails to parse" in failed.stderr
     assert [e["id"] for e in cli.json_lines("dlq", "list")] == [dead["id"]]
     assert "0 events due again" in cli.run("dlq", "replay", "--id", str(dead["id"])).stdout
+    # A redrive of the whole DLQ is said: no filter is a usage error (exit 2), not "all".
+    assert "--all" in cli.run("dlq", "replay", expect=2).stderr
+    assert (
+        "cannot be combined"
+        in cli.run("dlq", "replay", "--all", "--source", "std", expect=2).stderr
+    )
+    assert "0 events due again" in cli.run("dlq", "replay", "--all").stdout
 
 
 def test_simulate_reports_refusals_with_a_failing_exit_code(
