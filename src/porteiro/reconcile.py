@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from porteiro import ledger
+from porteiro import ledger, storable
 from porteiro.config import (
     DEFAULT_PENDING_MAX_AGE_SECONDS,
     DEFAULT_RECONCILE_GRACE_SECONDS,
@@ -136,7 +136,10 @@ class Reconciler:
         cycle.found = len(events)
         cycle.status_read = any(answer is not None for answer in answers)
         if events:
-            recorded = await self.store.record_synthetic(name, events, origin=ORIGIN, now=now)
+            # An API answer the store cannot hold is dead on its own, as a body's would be.
+            recorded = await self.store.record_synthetic(
+                name, storable.storable_events(events), origin=ORIGIN, now=now
+            )
             cycle.new, cycle.duplicates = recorded.new, recorded.duplicates
         await self._mark(name, items, answers, now, cycle)
         self._log.info(
@@ -188,6 +191,8 @@ class Reconciler:
         report = AuditReport(name, source.provider, since, until, started)
         if isinstance(provider, SupportsWindow):
             listed = await self._list(provider, since, until, self.client(name), progress)
+            # Before any lookup by their keys: one the store cannot hold is dead on its own.
+            listed = list(storable.storable_events(listed))
             to_ingest = await self._compare(report, provider, listed, until, progress)
             if ingest and to_ingest:
                 recorded = await self.store.record_synthetic(

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from porteiro import ledger
+from porteiro import ledger, storable
 from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
 from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
 from porteiro.model import Outcome, ParsedEvent, Payment
@@ -224,6 +224,10 @@ class Worker:
         self, claim: Claim, provider: Provider, event: ParsedEvent
     ) -> str | ParsedEvent:
         enriched = await provider.enrich(event, self.runtime.http)
+        # What a gateway's API answered is held to the same rule as a webhook's body: a
+        # value no store can hold dead-letters the event with why, never a retry loop.
+        if (problem := storable.event_problem(enriched)) is not None:
+            raise NonRetryable(f"the gateway's answer cannot be stored: {problem}")
         return enriched if enriched.actionable else await self._ignore(claim, enriched)
 
     async def _ignore(self, claim: Claim, event: ParsedEvent) -> str:

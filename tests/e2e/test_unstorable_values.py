@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -22,10 +22,13 @@ from starlette.applications import Starlette
 from porteiro import replay
 from porteiro.app import create_app
 from porteiro.config import Config, parse_config
-from porteiro.model import EventStatus, InboundRequest, StoredEvent
+from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, StoredEvent
+from porteiro.providers.standard import StandardProvider
+from porteiro.reconcile import Reconciler
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, Store
+from porteiro.worker import Worker
 from tests.e2e.conftest import ADMIN_TOKEN, PEER, SOURCE, admin_headers, asgi_client, make_config
 from tests.e2e.conftest import standard_headers as signed_headers
 
@@ -88,6 +91,15 @@ async def only_delivery_body(store: Store, event: StoredEvent) -> bytes:
     deliveries = await store.event_deliveries(event.id)
     assert len(deliveries) == 1
     return deliveries[0].body
+
+
+def stored_request(raw: bytes, msg_id: str) -> InboundRequest:
+    """A signed delivery as the receiver hands it to the store."""
+    headers = [(k.lower(), v) for k, v in signed_headers(raw, msg_id).items()]
+    return InboundRequest(
+        source=SOURCE, method="POST", path=f"/webhooks/{SOURCE}", query="", headers=headers,
+        body=raw, peer=PEER, received_at=datetime.now(UTC),
+    )  # fmt: skip
 
 
 # Each body is raw JSON text (the escapes are what the gateway sends) with what it holds.
@@ -259,17 +271,7 @@ async def test_replay_of_a_stored_body_with_unstorable_values_keeps_it_dead(
         b'{"id":"evt_old","type":"payment.paid","object_id":"pay\\u0000",'
         b'"amount":9223372036854775808}'
     )
-    headers = [(k.lower(), v) for k, v in signed_headers(raw, "msg_old").items()]
-    request = InboundRequest(
-        source=SOURCE,
-        method="POST",
-        path=f"/webhooks/{SOURCE}",
-        query="",
-        headers=headers,
-        body=raw,
-        peer=PEER,
-        received_at=datetime.now(UTC),
-    )
+    request = stored_request(raw, "msg_old")
     await store.record_delivery(request, [], parse_error="an older Porteiro refused it")
     report = await replay.reparse(
         runtime, EventFilter(source=SOURCE, status=EventStatus.DEAD), dry_run=False
@@ -278,3 +280,62 @@ async def test_replay_of_a_stored_body_with_unstorable_values_keeps_it_dead(
     events = await events_of(store, SOURCE)
     reparsed = [e for e in events if e.status is EventStatus.DEAD and e.type == UNPARSEABLE_TYPE]
     assert any(e.last_error and "object_id holds a NUL character" in e.last_error for e in reparsed)
+
+
+# -- what a gateway's API answers is held to the same rule --------------------------------------
+
+HUGE = 2**70
+
+
+class _AnswersHuge(StandardProvider):
+    """The gateway's API (enrich, status reads) answers an amount past 64 bits."""
+
+    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
+        return replace(event, amount=HUGE)
+
+    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
+        return ParsedEvent(
+            dedup_key=f"status:{object_id}", kind=Kind.PAYMENT_PAID, type="payment.paid",
+            object_id=object_id, amount=HUGE, currency="BRL",
+        )  # fmt: skip
+
+
+def _answering_huge(runtime: Runtime) -> Runtime:
+    huge = _AnswersHuge(runtime.config.sources[SOURCE])
+    return replace(runtime, providers={**runtime.providers, SOURCE: huge})
+
+
+async def test_an_enriched_value_the_store_cannot_hold_dead_letters_at_once(
+    served: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    _, runtime = served
+    # A thin notification (as Stripe's v2 events): the worker reads the state from the API.
+    thin = ParsedEvent(
+        dedup_key="evt_enriched", kind=Kind.PAYMENT_PAID, type="payment.paid",
+        object_id="pay_1", thin=True,
+    )  # fmt: skip
+    await runtime.store.record_delivery(stored_request(b"{}", "msg_enriched"), [thin])
+    await Worker(_answering_huge(runtime)).run_once()
+    (event,) = await events_of(runtime.store, SOURCE)
+    # Dead with why on the first attempt (before: the store's error, retried to the end).
+    assert event.status is EventStatus.DEAD and event.attempts == 1
+    assert event.last_error is not None and "cannot be stored" in event.last_error
+    assert str(HUGE) in event.last_error
+
+
+async def test_a_status_read_the_store_cannot_hold_is_dead_alone(
+    served: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    client, runtime = served
+    raw = json.dumps(standard("evt_open", type="payment.created", object_id="pay_open")).encode()
+    assert (await post_standard(client, raw, "msg_open")).status_code == 200
+    await Worker(runtime).run_once()
+    reconciler = Reconciler(_answering_huge(runtime))
+    try:
+        report = await reconciler.stale_cycle(datetime.now(UTC) + timedelta(days=400))
+    finally:
+        await reconciler.aclose()
+    assert [cycle.found for cycle in report.sources] == [1]
+    dead = [e for e in await events_of(runtime.store, SOURCE) if e.type == UNPARSEABLE_TYPE]
+    assert [e.status for e in dead] == [EventStatus.DEAD]
+    assert dead[0].last_error is not None and "amount" in dead[0].last_error
