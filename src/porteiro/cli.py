@@ -189,7 +189,7 @@ def serve(
     _prepare_schema(config, _migrate_default(config, migrate))
     processes = receivers or config.server.receivers
     # {} unless [server] tls_cert_file is set
-    tls = uvicorn_options(config, BoundedHttpToolsProtocol)
+    tls = uvicorn_options(config)
     options: dict[str, Any] = {
         "host": host or config.server.host,
         "port": config.server.port if port is None else port,

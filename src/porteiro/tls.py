@@ -1,9 +1,9 @@
 """Server-side TLS for `porteiro serve`, with the client certificate handed to the app.
 
 Pix PSPs authenticate with a TLS client certificate (mTLS). uvicorn can ask for one, but
-does not tell the ASGI app which certificate came, so `TlsHttpToolsProtocol` /
-`TlsH11Protocol` read it from the SSL object once the handshake is done and add the ASGI
-TLS extension to every request scope of that connection:
+does not tell the ASGI app which certificate came, so `TlsHttpToolsProtocol` reads it
+from the SSL object once the handshake is done and adds the ASGI TLS extension to every
+request scope of that connection:
 
     scope["extensions"]["tls"] = {"client_cert_name": <RFC 4514 subject>,
                                   "client_cert_chain": [<PEM leaf>],
@@ -23,15 +23,16 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 from uvicorn.config import Config as UvicornConfig
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from porteiro.config import Config
 from porteiro.errors import ConfigError
+from porteiro.http_limits import BoundedHttpToolsProtocol
 
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 _VERSION_CODES = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
@@ -87,32 +88,16 @@ def _wrap(app: ASGIApp, transport: asyncio.BaseTransport) -> ASGIApp | None:
     return _WithTls(app, tls_extension(ssl_object))
 
 
-class TlsH11Protocol(H11Protocol):
+class TlsHttpToolsProtocol(BoundedHttpToolsProtocol):
+    """The bounded httptools protocol (porteiro.http_limits), with each connection's
+    TLS facts handed to the app. A module-level class, not one made per call: `serve
+    --receivers N` pickles uvicorn's Config, protocol class included, to its processes."""
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         wrapped = _wrap(self.app, transport)
         if wrapped is not None:
             self.app = wrapped
-
-
-def protocol_class(base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
-    """The TLS-aware twin of `base`, an httptools protocol class (`porteiro serve` passes
-    porteiro.http_limits' bounded one); without `base`, of uvicorn's "auto" protocol."""
-    if base is None:
-        try:
-            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-        except ImportError:
-            return TlsH11Protocol
-        base = HttpToolsProtocol
-
-    class TlsHttpToolsProtocol(base):  # type: ignore[valid-type,misc]
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
-            wrapped = _wrap(self.app, transport)  # type: ignore[has-type]
-            if wrapped is not None:
-                self.app = wrapped
-
-    return TlsHttpToolsProtocol
 
 
 def client_ca_files(config: Config) -> list[str]:
@@ -126,11 +111,25 @@ def client_ca_files(config: Config) -> list[str]:
     return files
 
 
-def uvicorn_options(
-    config: Config, protocol: type[asyncio.Protocol] | None = None
-) -> dict[str, Any]:
-    """uvicorn.Config keyword arguments for serving `config` over TLS; {} without TLS.
-    `protocol`: the HTTP protocol class to make TLS-aware (see `protocol_class`)."""
+@dataclass(frozen=True)
+class _ContextFactory:
+    """uvicorn's default context, at TLS 1.2 or above and trusting every client CA. A
+    picklable object, as the protocol class, for `serve --receivers N`."""
+
+    ca_files: tuple[str, ...]
+
+    def __call__(
+        self, settings: UvicornConfig, default: Callable[[], ssl.SSLContext]
+    ) -> ssl.SSLContext:
+        ctx = default()
+        ctx.minimum_version = MINIMUM_VERSION
+        for path in self.ca_files:
+            ctx.load_verify_locations(cafile=path)
+        return ctx
+
+
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """uvicorn.Config keyword arguments for serving `config` over TLS; {} without TLS."""
     server = config.server
     if not server.tls_cert_file:
         return {}
@@ -138,18 +137,10 @@ def uvicorn_options(
         if path and not Path(path).is_file():
             raise ConfigError(f"TLS file not found: {path}")
     ca_files = client_ca_files(config)
-
-    def context(settings: UvicornConfig, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-        ctx = default()
-        ctx.minimum_version = MINIMUM_VERSION
-        for path in ca_files:
-            ctx.load_verify_locations(cafile=path)
-        return ctx
-
     return {
         "ssl_certfile": server.tls_cert_file,
         "ssl_keyfile": server.tls_key_file,
         "ssl_cert_reqs": ssl.CERT_OPTIONAL if ca_files else ssl.CERT_NONE,
-        "ssl_context_factory": context,
-        "http": protocol_class(protocol),
+        "ssl_context_factory": _ContextFactory(tuple(ca_files)),
+        "http": TlsHttpToolsProtocol,
     }

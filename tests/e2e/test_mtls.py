@@ -224,15 +224,18 @@ confirm = false
     return path
 
 
-@pytest.fixture
-def serve_process(pki: Pki, tmp_path: Path) -> Iterator[str]:
+# Two receivers pickle uvicorn's Config, TLS protocol and context factory included, to
+# their processes (a class made inside a function once failed there).
+@pytest.fixture(params=[1, 2], ids=["one-receiver", "two-receivers"])
+def serve_process(pki: Pki, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     config = write_toml(pki, tmp_path)
     assert load_config(config, {}).server.tls_cert_file == str(pki.server[0])
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
     log = (tmp_path / "serve.log").open("wb")
+    command = [sys.executable, "-m", "porteiro", "--config", str(config), "serve"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "porteiro", "--config", str(config), "serve", "--port", str(port)],
+        [*command, "--port", str(port), "--receivers", str(request.param)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
