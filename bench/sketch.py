@@ -10,8 +10,9 @@ signature. What the statement keeps is the sketch's one setting (BENCH_SKETCH_KE
   (the body byte for byte, its headers, when it came); nothing parsed, nothing
   de-duplicated.
 - `events` (`sketch-events`): that delivery and its parsed event (id, type, object id)
-  in one statement, one event row per key with its repeats counted: DESIGN.md's ingest
-  transaction at its leanest, with only the index a worker's claims need.
+  in one statement, one event row per key with its repeats counted: Porteiro's ingest
+  transaction (docs/architecture.md, "What a delivery writes") at its leanest, with only
+  the index a worker's claims need.
 
 Nothing else: no parsed amounts or times, no timeouts, no metrics, no outage handling.
 `--scenarios sketch,...` runs them beside the others (not in the default run), so the

@@ -1,4 +1,11 @@
-"""The ledger's rules, one explicit scenario at a time (DESIGN.md §3)."""
+"""The ledger's rules, one explicit scenario at a time.
+
+A payment is a pure function of the set of facts its distinct events contributed, with
+"money facts win" precedence (chargeback > dispute > refunds > paid > the latest of
+pending, authorized, failed, canceled, expired); each application gets a verdict
+(applied, no_effect, duplicate, stale, anomalous). docs/architecture.md, "The ledger:
+order does not matter", says why.
+"""
 
 from __future__ import annotations
 

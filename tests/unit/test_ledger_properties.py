@@ -1,4 +1,5 @@
-"""The ledger's convergence property (DESIGN.md §3), proven with hypothesis.
+"""The ledger's convergence property, proven with hypothesis (docs/architecture.md,
+"The ledger: order does not matter").
 
 For any valid history, every permutation with any number of duplicates yields the same
 final payment, and applies each distinct event exactly once. The same holds for any set
