@@ -239,10 +239,26 @@ max_delay_seconds = 0.5
 # -- in-process relays: the rules one at a time ---------------------------------------------
 
 
+@dataclass
+class JumpingClock:
+    """Wall-clock time plus an offset a test moves forward: a cool-down far longer than
+    any test runs ends exactly when the test says so, not after a real-time window."""
+
+    offset: timedelta = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return utc_now() + self.offset
+
+    def jump(self, by: timedelta) -> None:
+        self.offset += by
+
+
 @asynccontextmanager
-async def relaying(store: OutboxStore, dest: DestinationConfig) -> AsyncIterator[None]:
+async def relaying(
+    store: OutboxStore, dest: DestinationConfig, clock: Callable[[], datetime] = utc_now
+) -> AsyncIterator[None]:
     """A relay for `dest` running in the background of the block."""
-    relay = Relay(store, dest, HttpSender(dest, clock=utc_now), clock=utc_now, poll_interval=0.05)
+    relay = Relay(store, dest, HttpSender(dest, clock=clock), clock=clock, poll_interval=0.05)
     stop = asyncio.Event()
     task = asyncio.create_task(relay.run(stop))
     try:
@@ -325,20 +341,40 @@ async def test_circuit_breaker_stops_hammering_then_probes(
 ) -> None:
     shop, url = merchant
     quick = replace(FAST_RETRY, base_delay_seconds=0.01, max_delay_seconds=0.01)
-    dest = destination(url, circuit_failures=3, circuit_cooldown_seconds=1.0, retry=quick)
+    # A 60 s cool-down that only the clock's jumps end (signatures stay inside the
+    # merchant's 5-minute tolerance: two jumps of 61 s).
+    cooldown = timedelta(seconds=60)
+    dest = destination(
+        url, circuit_failures=3, circuit_cooldown_seconds=cooldown.total_seconds(), retry=quick
+    )
+    clock = JumpingClock()
     shop.mode = "fail"
-    async with relaying(outbox, dest):
+    async with relaying(outbox, dest, clock):
         await outbox.enqueue_outbox(plan(20, {"merchant": dest}), utc_now())
         await wait_until(lambda: _circuit_open(outbox), 5, "the circuit to open")
-        await asyncio.sleep(0.2)  # requests sent before it opened may still be landing
+        # Requests sent before it opened may still be landing (each within the sender's
+        # 0.3 s timeout): let them, then count.
+        await _polled(outbox)
         opened_at = shop.requests
-        await asyncio.sleep(0.5)  # still inside the 1 s cool-down: no request at all
+        await _polled(outbox)  # the relay looked again, and sent nothing
         assert shop.requests == opened_at
-        await asyncio.sleep(0.75)  # past it: one probe, which fails and reopens for 1 s
-        assert shop.requests == opened_at + 1
+        clock.jump(cooldown + timedelta(seconds=1))  # past it: one probe, which fails
+        await wait_until(lambda: shop.requests == opened_at + 1, 5, "one probe")
+        await wait_until(lambda: _circuit_open(outbox), 5, "the circuit to reopen")
+        await _polled(outbox)
+        assert shop.requests == opened_at + 1  # reopened for another cool-down
         shop.mode = "ok"
+        clock.jump(cooldown + timedelta(seconds=1))
         await wait_until(lambda: len(shop.seen) == 60, 15, "recovery after a good probe")
         assert (await outbox.destination_states())["merchant"].circuit_open_until is None
+
+
+async def _polled(store: OutboxStore) -> None:
+    """Long enough for the relay (polling every 0.05 s) to have looked several times: an
+    absence is only shown by letting it look."""
+    for _ in range(10):
+        await backlog(store)
+        await asyncio.sleep(0.05)
 
 
 async def _circuit_open(store: OutboxStore) -> bool:
