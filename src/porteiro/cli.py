@@ -35,7 +35,7 @@ from porteiro.errors import ConfigError, PorteiroError
 from porteiro.gctune import tune_for_throughput
 from porteiro.model import EventStatus, Kind, StoredEvent
 from porteiro.observability import configure_logging, logger
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 from porteiro.simulate import build_plan, send
 from porteiro.store import open_store

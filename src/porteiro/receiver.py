@@ -31,7 +31,7 @@ from porteiro import storable
 from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
 from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
-from porteiro.providers.base import Ack, Provider
+from porteiro.providers.base import Ack, Provider, SupportsPrepare
 from porteiro.redact import Redaction, redactions
 from porteiro.runtime import Runtime
 from porteiro.store.base import RecordResult
@@ -167,7 +167,8 @@ class Receiver:
         # Every series exists at 0 from the start.
         self._metrics.declare([*runtime.providers, UNKNOWN_SOURCE_LABEL], OUTCOMES)
         self._prepare: dict[str, Prepare | None] = {
-            name: getattr(provider, "prepare", None) for name, provider in runtime.providers.items()
+            name: provider.prepare if isinstance(provider, SupportsPrepare) else None
+            for name, provider in runtime.providers.items()
         }
         # An ack is constant per provider (`ack()` takes nothing) and a Response only
         # reads itself when sent: one per source, not one per request.

@@ -35,7 +35,7 @@ from porteiro.errors import PorteiroError, StoreUnavailable
 from porteiro.gateway_http import GatewayPolicy, gateway_client
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.observability import logger
-from porteiro.providers.base import Provider, SupportsWindow, is_snapshot
+from porteiro.providers.base import Provider, SupportsWindow, SupportsWindowScope, is_snapshot
 from porteiro.reconcile_report import (
     NO_STATUS_READ,
     AuditReport,
@@ -282,7 +282,7 @@ class Reconciler:
     async def _unknown(
         self, report: AuditReport, provider: Provider | SupportsWindow, listed: set[str]
     ) -> None:
-        money_only = getattr(provider, "window_scope", "all") == "money"
+        money_only = isinstance(provider, SupportsWindowScope) and provider.window_scope == "money"
         window = await self.store.payments_in_window(report.source, report.since, report.until)
         for item in window:
             payment = item.payment

@@ -15,7 +15,8 @@ import httpx
 from porteiro.config import Config
 from porteiro.errors import StoreUnavailable
 from porteiro.observability import Metrics, logger
-from porteiro.providers.base import Provider, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import Provider, SupportsClose
 from porteiro.store import open_store
 from porteiro.store.base import Store
 
@@ -69,8 +70,7 @@ class Runtime:
     async def stop(self) -> None:
         for provider in self.providers.values():
             # Adapters with clients of their own (Pix: a client certificate) close them.
-            close = getattr(provider, "aclose", None)
-            if close is not None:
-                await close()
+            if isinstance(provider, SupportsClose):
+                await provider.aclose()
         await self.http.aclose()
         await self.store.close()

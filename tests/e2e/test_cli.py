@@ -21,7 +21,7 @@ import pytest
 
 import porteiro
 from porteiro.config import SourceConfig
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 FORGED_SECRET = "whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-import porteiro.providers.adyen  # noqa: F401  (registers "adyen" until _load_builtin does)
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus, PaymentState

@@ -21,7 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-import porteiro.providers.mercadopago  # noqa: F401  (registers the adapter)
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus, PaymentState, StoredEvent

@@ -17,11 +17,11 @@ import httpx
 import pytest
 import stripe
 
-import porteiro.providers.stripe  # noqa: F401  (registers "stripe" until base.py loads it)
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus, PaymentState, StoredEvent, Verdict
-from porteiro.providers.base import Provider, SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import Provider, SamplePayment
 from porteiro.replay import matching_events
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from porteiro.config import load_config
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 from porteiro.simulate import build_plan
 from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
 from tests.fakes.mercadopago import FakeMercadoPago, payment

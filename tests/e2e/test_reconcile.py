@@ -31,7 +31,7 @@ from porteiro.errors import ConfigError, GatewayError
 from porteiro.fakes import FakeServer, Settings, scenario_from
 from porteiro.gateway_http import GatewayPolicy, RateLimiter, gateway_client
 from porteiro.model import EventStatus
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 from porteiro.reconcile import audit_window, background
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime

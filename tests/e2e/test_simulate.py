@@ -17,7 +17,8 @@ import pytest
 from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus
-from porteiro.providers.base import Provider, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import Provider
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
 from porteiro.simulate import Plan, build_plan, send

@@ -32,12 +32,13 @@ from porteiro.config import (
     parse_config,
 )
 from porteiro.errors import ConfigError
-from porteiro.handlers import HandlerContext, Handlers, from_module, load_handlers, sqlite_sql
+from porteiro.handlers import HandlerContext, Handlers, from_module, load_handlers
 from porteiro.model import EventStatus, InboundRequest, PaymentState
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime
 from porteiro.store.base import Application, Applied, Store
+from porteiro.store.sqlite_executor import sqlite_placeholders
 from porteiro.worker import Worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -75,7 +76,7 @@ class Db:
             db = sqlite3.connect(self.url.removeprefix("sqlite:///"), isolation_level=None)
             try:
                 cursor = db.executescript(sql) if not params and ";" in sql else None
-                cursor = cursor or db.execute(sqlite_sql(sql), params)
+                cursor = cursor or db.execute(sqlite_placeholders(sql), params)
                 return list(cursor.fetchall())
             finally:
                 db.close()
@@ -341,4 +342,7 @@ def test_config_names_the_module() -> None:
 
 
 def test_sqlite_placeholders() -> None:
-    assert sqlite_sql("a = %s AND b = %(b)s AND c LIKE 'x%%'") == "a = ? AND b = :b AND c LIKE 'x%'"
+    assert (
+        sqlite_placeholders("a = %s AND b = %(b)s AND c LIKE 'x%%'")
+        == "a = ? AND b = :b AND c LIKE 'x%'"
+    )

@@ -29,13 +29,12 @@ from porteiro.model import (
     StoredEvent,
     Verdict,
 )
+from porteiro.providers import build_provider
 from porteiro.providers.base import (
     Ack,
     Provider,
     SamplePayment,
     SignedRequest,
-    build_provider,
-    register,
 )
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime
@@ -82,11 +81,6 @@ class FailingProvider:
         return []
 
 
-@register("failing-test")
-def _failing(source: SourceConfig) -> Provider:
-    return FailingProvider(source)
-
-
 @dataclass
 class Clock:
     now: datetime = T0
@@ -113,7 +107,10 @@ async def runtime(store: Store, clock: Clock) -> AsyncIterator[Runtime]:
         sources=sources,
         worker=WorkerConfig(concurrency=4, batch_size=32, lease_seconds=30, retry=RETRY),
     )
-    providers = {name: build_provider(source) for name, source in sources.items()}
+    providers: dict[str, Provider] = {
+        "std": build_provider(sources["std"]),
+        "flaky": FailingProvider(sources["flaky"]),  # test-only: not a registered provider
+    }
     async with httpx.AsyncClient() as http:
         yield Runtime(config, store, providers, http, clock=clock)
 

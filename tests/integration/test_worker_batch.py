@@ -18,7 +18,7 @@ import pytest
 from porteiro.config import Config, SourceConfig, WorkerConfig, parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import EventStatus, PaymentState
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 from porteiro.runtime import Runtime
 from porteiro.store import open_store
 from porteiro.store.base import Application, Applied, Claim, Store

@@ -14,7 +14,7 @@ import pytest
 from bench import requests as presigned
 
 from porteiro.model import InboundRequest
-from porteiro.providers.base import build_provider
+from porteiro.providers import build_provider
 
 START = 1_796_000_000.25  # a fractional start: the signature's t= is the whole second
 

@@ -29,6 +29,7 @@ from porteiro.errors import (
     SignatureMismatch,
 )
 from porteiro.model import UNPARSEABLE_TYPE, InboundRequest, Kind, ParsedEvent, PaymentState
+from porteiro.providers import build_provider
 from porteiro.providers.adyen import (
     IGNORED_CODES,
     KNOWN_CODES,
@@ -39,7 +40,7 @@ from porteiro.providers.adyen import (
     item_signature,
     signing_string,
 )
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers.base import SamplePayment
 from tests.providers_support import inbound
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

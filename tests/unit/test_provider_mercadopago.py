@@ -38,7 +38,8 @@ from porteiro.errors import (
     TimestampOutOfTolerance,
 )
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import SamplePayment
 from porteiro.providers.mercadopago import (
     MercadoPagoProvider,
     manifest,

@@ -43,7 +43,8 @@ from porteiro.errors import (
     UnknownKey,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import SamplePayment
 from porteiro.providers.jwks import JwksCache, jwk_from_public_key, parse_jwks
 from porteiro.providers.pagarme import (
     PagarmeProvider,

@@ -28,7 +28,8 @@ from porteiro.errors import (
     ParseError,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import SamplePayment
 from porteiro.providers.pix import PixProvider
 from porteiro.providers.pix_payload import E2E_ID, RTR_ID
 from porteiro.providers.pix_samples import sample_txid

@@ -25,7 +25,8 @@ from porteiro.errors import (
     TimestampOutOfTolerance,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import SamplePayment
 from porteiro.providers.fields import parse_rfc3339
 from porteiro.providers.standard import (
     StandardProvider,

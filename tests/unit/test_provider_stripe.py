@@ -31,7 +31,8 @@ from porteiro.errors import (
     TimestampOutOfTolerance,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent, PaymentState
-from porteiro.providers.base import SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import SamplePayment
 from porteiro.providers.stripe import StripeProvider, parse_signature_header
 from tests.fakes.stripe import FakeStripe
 from tests.live_server import free_port, live_server

@@ -32,7 +32,8 @@ from porteiro.config import SourceConfig
 from porteiro.fakes.idempotency import IdempotentCreates
 from porteiro.fakes.scenario import Scenario
 from porteiro.model import PaymentState
-from porteiro.providers.base import Provider, SignedRequest, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import Provider, SignedRequest
 
 _ALNUM = string.ascii_letters + string.digits
 

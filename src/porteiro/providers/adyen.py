@@ -55,7 +55,7 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import Ack, SamplePayment, SignedRequest
 
 AUTHORIZATION_HEADER = "authorization"
 SIGNED_FIELDS = (
@@ -383,11 +383,6 @@ class AdyenProvider:
         return [
             _dump({"live": "false", "notificationItems": batch}) for batch in _batches(items, rng)
         ]
-
-
-@register("adyen")
-def _build(source: SourceConfig) -> Provider:
-    return AdyenProvider(source)
 
 
 # -- configuration ----------------------------------------------------------------------

@@ -1,16 +1,20 @@
-"""The adapter interface every gateway implements, and the registry that builds them.
+"""The adapter interface every gateway implements, and the optional capabilities.
 
 An adapter is small and mostly pure: `verify` and `parse` work on the raw request only
 (no I/O), so they are tested without servers. `enrich` and `fetch_status` are the only
 methods that talk to the gateway's API, through the httpx client they are given.
 `sign` and `sample_lifecycle` exist so `porteiro simulate` and the tests can produce
 deliveries exactly as the gateway would.
+
+What only some gateways have is a capability Protocol of its own (`SupportsPrepare`,
+`SupportsClose`, `SupportsWindow`, `SupportsWindowScope`), checked with `isinstance`.
+This module imports no adapter: the registry (`porteiro.providers`) imports them.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -18,7 +22,6 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from porteiro.config import SourceConfig
-from porteiro.errors import ConfigError
 from porteiro.model import InboundRequest, ParsedEvent
 
 
@@ -99,6 +102,31 @@ class SupportsWindow(Protocol):
     ) -> AsyncIterator[ParsedEvent]: ...
 
 
+@runtime_checkable
+class SupportsWindowScope(Protocol):
+    """A window list that holds only part of what the store knows: `window_scope` is
+    "money" when the gateway lists settled money only (Pix `GET /v2/pix`), so an unpaid
+    payment absent from it is not "unknown to the gateway"."""
+
+    window_scope: str
+
+
+@runtime_checkable
+class SupportsPrepare(Protocol):
+    """An adapter with I/O to do before the pure `verify` (Pagar.me: load the JWKS key a
+    delivery names). The receiver awaits it, bounded, before verifying."""
+
+    async def prepare(self, request: InboundRequest, http: httpx.AsyncClient) -> None: ...
+
+
+@runtime_checkable
+class SupportsClose(Protocol):
+    """An adapter holding clients of its own (Pix: one with a client certificate), closed
+    when the runtime stops."""
+
+    async def aclose(self) -> None: ...
+
+
 SNAPSHOT_PREFIX = "reconcile:"
 
 
@@ -110,38 +138,3 @@ def snapshot_key(object_id: str, *parts: object) -> str:
 
 def is_snapshot(event: ParsedEvent) -> bool:
     return event.dedup_key.startswith(SNAPSHOT_PREFIX)
-
-
-ProviderFactory = Callable[[SourceConfig], Provider]
-
-_FACTORIES: dict[str, ProviderFactory] = {}
-
-
-def register(name: str) -> Callable[[ProviderFactory], ProviderFactory]:
-    def decorate(factory: ProviderFactory) -> ProviderFactory:
-        _FACTORIES[name] = factory
-        return factory
-
-    return decorate
-
-
-def known_providers() -> Sequence[str]:
-    _load_builtin()
-    return sorted(_FACTORIES)
-
-
-def build_provider(source: SourceConfig) -> Provider:
-    _load_builtin()
-    try:
-        factory = _FACTORIES[source.provider]
-    except KeyError:
-        raise ConfigError(
-            f"source {source.name!r}: unknown provider {source.provider!r} "
-            f"(known: {', '.join(sorted(_FACTORIES))})"
-        ) from None
-    return factory(source)
-
-
-def _load_builtin() -> None:
-    # Imported lazily so that importing the interface never drags every adapter in.
-    from porteiro.providers import adyen, mercadopago, pagarme, pix, standard, stripe  # noqa: F401

@@ -57,10 +57,8 @@ from porteiro.model import WARNINGS_KEY, InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
 from porteiro.providers.base import (
     Ack,
-    Provider,
     SamplePayment,
     SignedRequest,
-    register,
     snapshot_key,
 )
 from porteiro.providers.mercadopago_payload import (
@@ -482,11 +480,6 @@ class MercadoPagoProvider:
         self, payment: SamplePayment, now: datetime, rng: random.Random
     ) -> Sequence[bytes]:
         return sample_notifications(payment, now, rng)
-
-
-@register("mercadopago")
-def _build(source: SourceConfig) -> Provider:
-    return MercadoPagoProvider(source)
 
 
 # -- notifications --------------------------------------------------------------------------

@@ -60,10 +60,8 @@ from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
 from porteiro.providers.base import (
     Ack,
-    Provider,
     SamplePayment,
     SignedRequest,
-    register,
     snapshot_key,
 )
 from porteiro.providers.jwks import JwksCache
@@ -330,11 +328,6 @@ class PagarmeProvider:
         self, payment: SamplePayment, now: datetime, rng: random.Random
     ) -> Sequence[bytes]:
         return _sample_bodies(payment, now, rng)
-
-
-@register("pagarme")
-def _build(source: SourceConfig) -> Provider:
-    return PagarmeProvider(source)
 
 
 # -- configuration ----------------------------------------------------------------------

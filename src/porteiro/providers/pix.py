@@ -32,7 +32,7 @@ from porteiro.gateway_http import GatewayPolicy
 from porteiro.model import WARNINGS_KEY, InboundRequest, Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields, pix_auth, pix_samples
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import Ack, SamplePayment, SignedRequest
 from porteiro.providers.pix_api import MAX_PAGES, PixApi, client_tls
 from porteiro.providers.pix_payload import (
     AUTOMATICO_LISTS,
@@ -181,11 +181,6 @@ class PixProvider:
     ) -> Sequence[bytes]:
         chave = min(self.keys) if self.keys else pix_samples.SAMPLE_CHAVE
         return pix_samples.lifecycle(payment, chave, now, rng)
-
-
-@register("pix")
-def _build(source: SourceConfig) -> Provider:
-    return PixProvider(source)
 
 
 # -- confirmation and status ------------------------------------------------------------

@@ -53,7 +53,7 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import Ack, SamplePayment, SignedRequest
 
 ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
@@ -190,11 +190,6 @@ class StandardProvider:
             )
             bodies.append(json.dumps(event_body(event), separators=(",", ":")).encode())
         return bodies
-
-
-@register("standard")
-def _build(source: SourceConfig) -> Provider:
-    return StandardProvider(source)
 
 
 def _required(request: InboundRequest, name: str) -> str:

@@ -57,7 +57,7 @@ from porteiro.errors import (
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest, register
+from porteiro.providers.base import Ack, SamplePayment, SignedRequest
 
 SIGNATURE_HEADER = "stripe-signature"
 DEFAULT_API_BASE_URL = "https://api.stripe.com"
@@ -320,11 +320,6 @@ class StripeProvider:
         self, payment: SamplePayment, now: datetime, rng: random.Random
     ) -> Sequence[bytes]:
         return _sample_bodies(payment, now, rng)
-
-
-@register("stripe")
-def _build(source: SourceConfig) -> Provider:
-    return StripeProvider(source)
 
 
 # -- payloads ---------------------------------------------------------------------------
