@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from porteiro.config import SourceConfig
-from porteiro.providers.base import Provider, SamplePayment, build_provider
+from porteiro.providers import build_provider
+from porteiro.providers.base import Provider, SamplePayment
 from porteiro.providers.pix_samples import body as pix_body
 from porteiro.providers.pix_samples import pix_item
 from porteiro.providers.stripe import SIGNATURE_HEADER, signature_header
