@@ -26,41 +26,26 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from porteiro.errors import ConfigError
 from porteiro.model import Kind, Outcome, ParsedEvent, Payment, Verdict
 
-Params = Sequence[Any] | Mapping[str, Any]
+# The store's side of the contract: a handler's context wraps its Executor, and
+# `ctx.execute` returns its Result. Re-exported: merchants' code imports them from here.
+from porteiro.store.apply import Executor as Executor
+from porteiro.store.apply import Handle
+from porteiro.store.apply import HandlerFailed as HandlerFailed
+from porteiro.store.apply import Params as Params
+from porteiro.store.apply import Result as Result
+
 ANY_KIND = "*"
 # Verdicts whose event changed something: only these run handlers and fan out.
 EFFECTIVE = frozenset({Verdict.APPLIED, Verdict.ANOMALOUS})
 _MARK = "__porteiro_kinds__"
-
-
-class HandlerFailed(Exception):
-    """A handler raised: its event rolls back and retries (the message names the handler)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """What `ctx.execute` returns: rows as dicts (empty for writes) and the row count."""
-
-    rowcount: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-
-class Executor(Protocol):
-    """The store's connection inside the ledger transaction (built by the store)."""
-
-    @property
-    def dialect(self) -> str: ...
-
-    async def execute(self, sql: str, params: Params = ()) -> Result: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,9 +182,7 @@ def load_handlers(module_name: str) -> Handlers:
     return handlers
 
 
-def handle_for(
-    handlers: Handlers, event_id: int, source: str, event: ParsedEvent
-) -> Callable[[Outcome, Executor], Awaitable[None]] | None:
+def handle_for(handlers: Handlers, event_id: int, source: str, event: ParsedEvent) -> Handle | None:
     """The store-side call for one event (None when no handler wants its kind); it runs
     the handlers only for an effective verdict."""
     if not handlers.for_kind(event.kind.value):
@@ -212,37 +195,3 @@ def handle_for(
             await handlers.dispatch(ctx)
 
     return handle
-
-
-T = TypeVar("T")
-
-
-def run_inline(awaitable: Awaitable[T]) -> T:
-    """Drive an awaitable that never really suspends (SQLite handlers: `ctx.execute` is
-    synchronous underneath) without an event loop, on the store's thread."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    close = getattr(steps, "close", None)
-    if close is not None:
-        close()
-    raise HandlerFailed(
-        "a handler awaited something other than ctx.execute inside the ledger transaction"
-    )
-
-
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
-
-
-def sqlite_sql(sql: str) -> str:
-    """`%s` -> `?`, `%(name)s` -> `:name`, `%%` -> `%`: one placeholder style for both."""
-
-    def swap(match: re.Match[str]) -> str:
-        text = match.group(0)
-        if text == "%%":
-            return "%"
-        return "?" if text == "%s" else f":{match.group(1)}"
-
-    return _PLACEHOLDER.sub(swap, sql)

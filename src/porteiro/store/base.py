@@ -10,7 +10,7 @@ answer in time; the receiver turns that into a fast 503.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
@@ -28,9 +28,9 @@ from porteiro.model import (
     StoredEvent,
     Transition,
 )
+from porteiro.store.apply import Handle
 
 if TYPE_CHECKING:
-    from porteiro.handlers import Executor
     from porteiro.store.outbox import OutboxRow
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ class Application:
     event: ParsedEvent
     decide: Decide
     outbox: Callable[[Outcome], Sequence[OutboxRow]] | None = None
-    handle: Callable[[Outcome, Executor], Awaitable[None]] | None = None
+    handle: Handle | None = None
 
 
 # What `apply_many` did with one Application: True applied, False claim lost (nothing

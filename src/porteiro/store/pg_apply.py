@@ -57,9 +57,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
 
 from porteiro.errors import PaymentBusy
-from porteiro.handlers import Params, Result
 from porteiro.model import ParsedEvent, Payment, Transition
 from porteiro.store import rows
+from porteiro.store.apply import Params, Result
 from porteiro.store.base import Application, Applied
 from porteiro.store.pg_outbox import insert_outbox_pg
 

@@ -13,33 +13,19 @@ merchant's handlers run on this very connection (driven without an event loop: t
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from porteiro.handlers import Executor, Params, Result, run_inline, sqlite_sql
 from porteiro.model import Outcome, ParsedEvent
 from porteiro.store import rows
 from porteiro.store import sqlite_sql as q
+from porteiro.store.apply import Handle
 from porteiro.store.base import Application, Applied, Claim, Decide
+from porteiro.store.sqlite_executor import SqliteExecutor, run_inline
 from porteiro.store.sqlite_outbox import insert_outbox_sqlite
 
 if TYPE_CHECKING:
     from porteiro.store.outbox import OutboxRow
-
-
-class SqliteExecutor:
-    """`ctx.execute` on the store's connection, inside the current savepoint."""
-
-    dialect = "sqlite"
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    async def execute(self, sql: str, params: Params = ()) -> Result:
-        cursor = self._db.execute(sqlite_sql(sql), params)
-        found: list[Any] = cursor.fetchall() if cursor.description else []
-        names = [column[0] for column in cursor.description or ()]
-        return Result(cursor.rowcount, [dict(zip(names, row, strict=True)) for row in found])
 
 
 def apply_one(
@@ -50,7 +36,7 @@ def apply_one(
     stamp: str,
     *,
     outbox: Callable[[Outcome], Sequence[OutboxRow]] | None = None,
-    handle: Callable[[Outcome, Executor], Awaitable[None]] | None = None,
+    handle: Handle | None = None,
 ) -> bool:
     """Fence, read the payment, decide, persist it and the transition, enqueue the outbox
     rows, run the handlers; False if the claim was lost (nothing written)."""

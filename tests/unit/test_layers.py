@@ -1,0 +1,110 @@
+"""Layers point one way: each row of RULES says which porteiro modules a package may import.
+
+Read from the source with `ast` (nothing is imported), every import counted: at module
+level, inside functions and under `if TYPE_CHECKING:` alike, since a type-only import
+still ties the lower layer to the upper one's definitions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+# The modules below everything: they import no other porteiro module (held to that by
+# their own rows), so any layer may use them sideways.
+LEAVES = ("porteiro.model", "porteiro.errors", "porteiro.jsontext")
+
+# (package or module, the porteiro modules it may import besides its own).
+RULES: list[tuple[str, tuple[str, ...]]] = [
+    ("porteiro.store", (*LEAVES, "porteiro.observability")),
+    ("porteiro.model", ()),
+    ("porteiro.errors", ()),
+    ("porteiro.jsontext", ()),
+    ("porteiro.observability", ("porteiro.ingest_metrics",)),
+    ("porteiro.ingest_metrics", ()),
+]
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules(prefix: str) -> list[Path]:
+    base = SRC.joinpath(*prefix.split("."))
+    if base.is_dir():
+        return sorted(base.rglob("*.py"))
+    return [base.with_suffix(".py")]
+
+
+def imports_of(source: str, module: str, *, package: bool = False) -> set[str]:
+    """Every module the source of `module` imports: `import a.b`, `from a.b import c`
+    (a.b, and a.b.c in case c is a module), relative imports resolved against its
+    package (`module` itself when `package`: an `__init__.py`)."""
+    parts = module.split(".") if package else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            anchor = parts[: len(parts) - node.level + 1] if node.level else []
+            base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    source = path.read_text(encoding="utf-8")
+    return imports_of(source, _module_name(path), package=path.name == "__init__.py")
+
+
+def _is_module(name: str) -> bool:
+    """Whether `name` is a porteiro module or package (not a name imported from one)."""
+    path = SRC.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def violations(prefix: str, allowed: tuple[str, ...]) -> list[str]:
+    wrong = []
+    for path in _modules(prefix):
+        for name in sorted(_imports(path)):
+            if not _within(name, "porteiro") or name == "porteiro" or not _is_module(name):
+                continue
+            if not any(_within(name, ok) for ok in (prefix, *allowed)):
+                wrong.append(f"{_module_name(path)} imports {name}")
+    return wrong
+
+
+@pytest.mark.parametrize(("prefix", "allowed"), RULES, ids=[prefix for prefix, _ in RULES])
+def test_a_layer_imports_only_what_it_may(prefix: str, allowed: tuple[str, ...]) -> None:
+    assert _modules(prefix), f"{prefix} names no module: the rule checks nothing"
+    assert violations(prefix, allowed) == []
+
+
+def test_the_reader_sees_every_kind_of_import() -> None:
+    """A type-only import, one inside a function, `from porteiro import x` and a relative
+    import are imports too; a name imported from a module is not a module."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from porteiro import jsontext\n"
+        "from porteiro.model import Kind\n"
+        "from ..handlers import Handlers\n"
+        "if TYPE_CHECKING:\n"
+        "    from porteiro.handlers import Executor\n"
+        "def later():\n"
+        "    import porteiro.worker\n"
+    )
+    imported = imports_of(source, "porteiro.store.probe")
+    expected = {"porteiro.jsontext", "porteiro.model", "porteiro.handlers", "porteiro.worker"}
+    assert expected <= imported
+    assert _is_module("porteiro.jsontext") and not _is_module("porteiro.model.Kind")
+    assert violations("porteiro.store", RULES[0][1]) == []  # the real package, as a control
