@@ -25,7 +25,8 @@ from porteiro.providers import build_provider
 from porteiro.providers.base import Provider, SamplePayment
 from porteiro.providers.pix_samples import body as pix_body
 from porteiro.providers.pix_samples import pix_item
-from porteiro.providers.stripe import SIGNATURE_HEADER, signature_header
+from porteiro.providers.stripe.samples import signature_header
+from porteiro.providers.stripe.webhook import SIGNATURE_HEADER
 
 STRIPE_SECRET = "whsec_bench_0123456789abcdefghijklmnopqrstuv"
 PIX_HMAC_TOKEN = "bench-pix-hmac-token-0123456789"

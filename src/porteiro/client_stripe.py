@@ -15,7 +15,7 @@ import httpx
 
 from porteiro.client_request import CreateRequest, GatewayReply, merge, required_api_key
 from porteiro.config import SourceConfig
-from porteiro.providers.stripe import DEFAULT_API_BASE_URL
+from porteiro.providers.stripe.api import DEFAULT_API_BASE_URL
 
 
 class StripeCreate:

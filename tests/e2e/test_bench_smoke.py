@@ -28,7 +28,7 @@ from bench import run as bench_run
 from bench.report import Load
 from bench.sketch import _signed
 
-from porteiro.providers.stripe import signature_header
+from porteiro.providers.stripe.samples import signature_header
 from tests.conftest import PG_ADMIN_URL, require_postgres
 
 pytestmark = pytest.mark.slow

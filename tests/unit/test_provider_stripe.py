@@ -33,7 +33,8 @@ from porteiro.errors import (
 from porteiro.model import InboundRequest, Kind, ParsedEvent, PaymentState
 from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
-from porteiro.providers.stripe import StripeProvider, parse_signature_header
+from porteiro.providers.stripe import StripeProvider
+from porteiro.providers.stripe.webhook import parse_signature_header
 from tests.fakes.stripe import FakeStripe
 from tests.live_server import free_port, live_server
 from tests.providers_support import inbound
