@@ -28,15 +28,12 @@ from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
 from porteiro.providers.fields import parse_rfc3339
-from porteiro.providers.standard import (
-    StandardProvider,
-    decode_secret,
-    event_body,
-    sign_headers,
-)
+from porteiro.providers.standard import StandardProvider
+from porteiro.providers.standard.webhook import decode_secret, event_body, sign_headers
 from tests.providers_support import inbound
 
-# The Standard Webhooks test vector (PROVIDERS.md §6).
+# The Standard Webhooks test vector: the example secret, id, timestamp and body that the
+# specification's reference libraries test their signatures against.
 GOLDEN_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 GOLDEN_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
 GOLDEN_TS = 1614265330

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook
 from porteiro.config import parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
-from porteiro.providers.standard import decode_secret, sign_headers
+from porteiro.providers.standard.webhook import decode_secret, sign_headers
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.sinks.http_relay import classify, retry_after
 from porteiro.sinks.relay import CircuitBreaker

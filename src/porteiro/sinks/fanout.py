@@ -22,7 +22,7 @@ from typing import Any
 
 from porteiro.config import DestinationConfig
 from porteiro.model import ParsedEvent, Payment
-from porteiro.providers.standard import event_body
+from porteiro.providers.standard.webhook import event_body
 from porteiro.store.outbox import OutboxRow
 
 

@@ -1,47 +1,15 @@
-"""Standard Webhooks (https://www.standardwebhooks.com): Porteiro's generic input.
+"""The Standard Webhooks dialect: the `webhook-signature` scheme, and Porteiro's
+normalised event format both ways (`parse` and `event_body`, which forwarding emits).
 
-Authentication: headers `webhook-id`, `webhook-timestamp` (unix seconds of the attempt)
-and `webhook-signature` (space-separated `v1,<base64>` items; other versions such as the
-asymmetric `v1a` are ignored). The signed content is `{id}.{timestamp}.{raw body}`,
-HMAC-SHA256, base64. Secrets are `whsec_<base64>`: the prefix is stripped and the rest
-base64-decoded (a secret without the prefix is base64 too). Any configured secret may
-match any signature (rotation); the timestamp must be within `tolerance_seconds` of now,
-in both directions.
-
-The body is Porteiro's normalised event, one JSON object per delivery, so any system
-can feed Porteiro (and Porteiro's own forwarding emits the same shape):
-
-    {
-      "id": "evt_01J...",                 # event id, the dedup key (optional: else
-                                          #   the webhook-id header is used)
-      "type": "payment.paid",             # a canonical kind; anything else is "other"
-      "object_id": "pay_123",             # the payment; required unless type is "other"
-      "reference": "order-42",            # optional: the merchant's own reference
-      "amount": 1000,                     # optional int, minor units; for refund kinds
-                                          #   the amount of this one refund
-      "currency": "BRL",                  # optional ISO 4217 code
-      "occurred_at": "2024-11-28T16:37:11.65Z",  # optional RFC 3339 with an offset
-      "refunded_total": 1000,             # optional int, cumulative refunded amount
-      "data": {...}                       # optional object, kept as is
-    }
-
-Unknown keys are ignored, so the format can grow. A field of the wrong type is a
-ParseError naming the field: the delivery is stored and dead-lettered, not dropped. The one
-exception is `occurred_at`, which decides no money: without an offset it is read as UTC,
-unreadable it is left out, each with a `standard.occurred_at` warning on the event.
+Pure: no I/O. The scheme and the format are described in the package docstring.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
-
-import httpx
 
 from porteiro.config import SourceConfig
 from porteiro.errors import (
@@ -53,14 +21,13 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, SamplePayment, SignedRequest
+from porteiro.providers.base import Ack
 
 ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 SECRET_PREFIX = "whsec_"
 OCCURRED_AT_RULE = "standard.occurred_at"
-
 _KINDS = {kind.value: kind for kind in Kind}
 _CURRENCY = re.compile(r"[A-Za-z]{3}")
 
@@ -121,14 +88,11 @@ def event_body(event: ParsedEvent) -> dict[str, Any]:
     return body
 
 
-class StandardProvider:
-    """Standard Webhooks signature over Porteiro's normalised event JSON."""
+class StandardWebhook:
+    """Verify and parse deliveries: pure, on the raw request only."""
 
-    def __init__(self, source: SourceConfig) -> None:
-        self.source = source
-        self._keys = [decode_secret(secret) for secret in source.secrets]
-        if not self._keys:
-            raise ConfigError(f"source {source.name!r}: provider standard needs secrets")
+    source: SourceConfig
+    _keys: list[bytes]
 
     def verify(self, request: InboundRequest, now: datetime) -> None:
         msg_id = _required(request, ID_HEADER)
@@ -150,64 +114,12 @@ class StandardProvider:
     def ack(self) -> Ack:
         return Ack()
 
-    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
-        return event
-
-    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
-        return None
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        headers = sign_headers(self._keys[0], _message_id(body), int(now.timestamp()), body)
-        headers["content-type"] = "application/json"
-        return SignedRequest(body=body, headers=headers)
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        steps: list[tuple[Kind, int, int | None]] = [
-            (Kind.PAYMENT_CREATED, payment.amount, None),
-            (Kind.PAYMENT_AUTHORIZED, payment.amount, None),
-            (Kind.PAYMENT_PAID, payment.amount, None),
-        ]
-        if payment.refund:
-            part = max(1, payment.amount // 3)
-            steps.append((Kind.PAYMENT_PARTIALLY_REFUNDED, part, part))
-            steps.append((Kind.PAYMENT_REFUNDED, payment.amount - part, payment.amount))
-        start = now - timedelta(seconds=len(steps))
-        bodies = []
-        for index, (kind, amount, refunded_total) in enumerate(steps):
-            event = ParsedEvent(
-                dedup_key=f"evt_{rng.getrandbits(96):024x}",
-                kind=kind,
-                type=kind.value,
-                object_id=payment.object_id,
-                reference=payment.reference,
-                amount=amount,
-                currency=payment.currency,
-                occurred_at=start + timedelta(seconds=index),
-                refunded_total=refunded_total,
-                data=dict(payment.extra),
-            )
-            bodies.append(json.dumps(event_body(event), separators=(",", ":")).encode())
-        return bodies
-
 
 def _required(request: InboundRequest, name: str) -> str:
     value = request.header(name)
     if value is None or not value.strip():
         raise MissingHeader(f"{name} header is missing")
     return value
-
-
-def _message_id(body: bytes) -> str:
-    # Stable per body, so a re-sent simulation carries the same webhook-id, as a retry would.
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("id"), str) and parsed["id"]:
-        return str(parsed["id"])
-    return "msg_" + hashlib.sha256(body).hexdigest()[:24]
 
 
 def _event(body: Mapping[str, Any], header_id: str | None) -> ParsedEvent:
