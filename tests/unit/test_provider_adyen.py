@@ -30,14 +30,14 @@ from porteiro.errors import (
 )
 from porteiro.model import UNPARSEABLE_TYPE, InboundRequest, Kind, ParsedEvent, PaymentState
 from porteiro.providers import build_provider
-from porteiro.providers.adyen import (
+from porteiro.providers.adyen import AdyenProvider
+from porteiro.providers.adyen.samples import item_signature
+from porteiro.providers.adyen.webhook import (
     IGNORED_CODES,
     KNOWN_CODES,
     NEEDS_ORIGINAL,
     SUCCESS_KINDS,
-    AdyenProvider,
     event_kind,
-    item_signature,
     signing_string,
 )
 from porteiro.providers.base import SamplePayment
@@ -48,7 +48,7 @@ KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 OTHER_KEY = "74F490DD33F7327BAECC88B2947C011FC02D014A473AAA33A8EC93E4DC069174"
 BASIC = "adyen-ws:s3cr3t:with-colon"
 
-# PROVIDERS.md §4.1 vector 1 (Adyen/adyen-python-api-library test/UtilTest.py).
+# Adyen's HMAC test vector (Adyen/adyen-python-api-library test/UtilTest.py).
 VECTOR_ITEM: dict[str, Any] = {
     "pspReference": "7914073381342284",
     "merchantAccountCode": "TestMerchant",
@@ -62,8 +62,8 @@ VECTOR_STRING = (
 )
 VECTOR_SIGNATURE = "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="
 
-# PROVIDERS.md §4.1 vector 3: signatures Adyen's platform made (the SDK's util mocks),
-# with ':' and '\' inside merchantReference and no escaping of either.
+# Signatures Adyen's platform made (the SDK's util mocks), with ':' and '\' inside
+# merchantReference and no escaping of either.
 ADYEN_MOCKS = [
     ("M8NB66SBZSGLNK82", ":slashes are fun", "2EQYm7YJpKO4EtHSPu55SQTyWf8dkW5u2nD1tJFpViA="),
     ("T7FD4VM4D3RZNN82", "\\\\slashes are fun", "nIgT81gaB5oJpn2jPXupDq68iRo2wUlBsuYjtYfwKqo="),

@@ -1,49 +1,16 @@
-"""Adyen: the payments "Standard webhook" (JSON), one HMAC per item inside the body.
+"""Adyen's webhook dialect: HTTP Basic, each item's `hmacSignature`, and the mapping of
+NotificationRequestItems to events.
 
-Authentication (docs/gateways/adyen.md), all of it required for a 2xx:
-- optional HTTP Basic auth (`basic_auth = "user:pass"`, or a list during a rotation),
-  compared in constant time;
-- for EVERY `NotificationRequestItem`: `additionalData.hmacSignature` is the base64
-  HMAC-SHA256, keyed with the hex-decoded HMAC key of any of `secrets`, of
-  `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`
-  (`value`/`currency` from `amount`; absent or null fields are empty strings; no
-  escaping of `:` or `\\`). Values are rendered as the official Python SDK renders them
-  (`Adyen.util.generate_notification_sig`: `str()` of strings and numbers), except JSON
-  null, which is empty here (as in Adyen's other SDKs) where that SDK writes "None".
-  One failing item refuses the whole delivery: Adyen then retries the batch.
-
-The signatures live inside the body, so `verify` has to parse JSON: a body that is not a
-JSON notification cannot be authenticated and is refused (401 `malformed_header`,
-"unauthenticatable body"), never stored as an authenticated-but-unparseable delivery.
-
-Events: one per item, de-duplicated on `{pspReference}:{eventCode}:{success}`. The
-payment is `originalReference` when present (Adyen sets it on modifications: capture,
-refund, cancel, chargeback...) else `pspReference`, so a refund lands on its payment.
-`capture = "automatic"` (default: Adyen sends no CAPTURE then) makes a successful
-AUTHORISATION mean paid; `capture = "manual"` makes it authorized until CAPTURE.
-CAPTURE_FAILED undoes the capture (failed until a re-capture), REFUND_FAILED and
-REFUNDED_REVERSED take back the refund whose pspReference they carry (refunds and their
-reversals name it as `settlement_id`), EXPIRE expires what was not captured.
-Acknowledged with `[accepted]`. The Checkout API has no status read: no fetch_status.
-
-What is read strictly, what is read past (issue 21; docs/gateways/adyen.md): an item whose
-pspReference, eventCode, success, originalReference or amount cannot be read is stored
-dead on its own (`fields.each_item`) while the other items apply; a deviating eventDate,
-merchantReference, `live`, a boolean `success`, a CANCEL_OR_REFUND without
-`modification.action`, an event code Adyen does not document and `notificationItems` sent
-as one object are read the way Adyen means them, with a warning (`RULES`).
+Pure: no I/O. The scheme and the mapping are described in the package docstring and
+docs/gateways/adyen.md.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import string
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any
-
-import httpx
 
 from porteiro.config import SourceConfig
 from porteiro.errors import (
@@ -55,7 +22,7 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import Ack, SamplePayment, SignedRequest
+from porteiro.providers.base import Ack
 
 AUTHORIZATION_HEADER = "authorization"
 SIGNED_FIELDS = (
@@ -68,10 +35,8 @@ SIGNED_FIELDS = (
     "eventCode",
     "success",
 )
-CAPTURE_MODES = ("automatic", "manual")
 ACCEPTED = b"[accepted]"
 _DIGEST_SIZE = 32  # HMAC-SHA256
-
 # Kinds of items with success "true"; AUTHORISATION and CANCEL_OR_REFUND depend on more
 # than the code and are decided in `event_kind`. A modification with success "false" was
 # refused by Adyen's validation and changed no money: `other`, kept for review.
@@ -169,8 +134,6 @@ RULES: Mapping[str, str] = {
     "adyen.unknown_event_code": "an eventCode Adyen does not document: kept as other",
     "adyen.notification_items_object": "notificationItems sent as one object, not a list",
 }
-_PSP_ALPHABET = string.ascii_uppercase + string.digits
-_SAMPLE_ZONE = timezone(timedelta(hours=1))  # Adyen dates carry an offset (CET here)
 
 
 class _Unreadable(Exception):
@@ -201,11 +164,6 @@ def signing_string(item: Mapping[str, Any]) -> str:
     return ":".join(_signed_text(name, values.get(name)) for name in SIGNED_FIELDS)
 
 
-def item_signature(item: Mapping[str, Any], key: bytes) -> str:
-    """The base64 `hmacSignature` Adyen puts in an item, under `key`."""
-    return signing.base64_text(signing.hmac_digest(key, _message(item)))
-
-
 def event_kind(code: str, success: str, action: str | None, *, manual_capture: bool) -> Kind:
     """The canonical kind of one item (`success` is "true" or "false")."""
     if code == "AUTHORISATION":
@@ -219,25 +177,13 @@ def event_kind(code: str, success: str, action: str | None, *, manual_capture: b
     return SUCCESS_KINDS.get(code, Kind.OTHER)
 
 
-class AdyenProvider:
-    """Adyen Standard webhooks for one source."""
+class AdyenWebhook:
+    """Verify and parse deliveries: pure, on the raw request only."""
 
-    def __init__(self, source: SourceConfig) -> None:
-        self.source = source
-        if not source.secrets:
-            raise ConfigError(f"source {source.name!r}: provider adyen needs secrets (HMAC key)")
-        try:
-            self._keys = [decode_key(secret) for secret in source.secrets]
-        except ConfigError as exc:
-            raise ConfigError(f"source {source.name!r}: {exc}") from None
-        self._basic = _basic_credentials(source)
-        capture = source.option_str("capture") or "automatic"
-        if capture not in CAPTURE_MODES:
-            raise ConfigError(f"source {source.name!r}: capture must be automatic or manual")
-        self.manual_capture = capture == "manual"
-        self._merchant = source.option_str("merchant_account") or "PorteiroSimulate"
-
-    # -- authentication ---------------------------------------------------------------
+    source: SourceConfig
+    manual_capture: bool
+    _keys: list[bytes]
+    _basic: list[bytes]
 
     def verify(self, request: InboundRequest, now: datetime) -> None:
         if self._basic:
@@ -275,8 +221,6 @@ class AdyenProvider:
         expected = [signing.hmac_digest(key, message) for key in self._keys]
         if not signing.any_match(expected, [signature]):
             raise SignatureMismatch(f"item {index}: hmacSignature matches no configured key")
-
-    # -- events -------------------------------------------------------------------------
 
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
         try:
@@ -353,53 +297,6 @@ class AdyenProvider:
     def ack(self) -> Ack:
         return Ack(status=200, body=ACCEPTED, content_type="text/plain")
 
-    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
-        return event
-
-    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
-        return None  # the Checkout API has no "GET payment by pspReference"
-
-    # -- simulation ---------------------------------------------------------------------
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        """(Re)sign every item with the first key; the body is re-serialised."""
-        try:
-            document, items = _load(body)
-        except _Unreadable as exc:
-            raise ParseError(f"cannot sign: {exc}") from None
-        for item in items:
-            _sign_item(item, self._keys[0])
-        headers = {"content-type": "application/json"}
-        if self._basic:
-            headers[AUTHORIZATION_HEADER] = "Basic " + signing.base64_text(self._basic[0])
-        return SignedRequest(body=_dump(document), headers=headers)
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        items = _sample_items(payment, self._merchant, self.manual_capture, now, rng)
-        for item in items:
-            _sign_item(item, self._keys[0])
-        return [
-            _dump({"live": "false", "notificationItems": batch}) for batch in _batches(items, rng)
-        ]
-
-
-# -- configuration ----------------------------------------------------------------------
-
-
-def _basic_credentials(source: SourceConfig) -> list[bytes]:
-    raw = source.options.get("basic_auth")
-    if raw is None or raw == "":
-        return []
-    values = [raw] if isinstance(raw, str) else raw
-    if not isinstance(values, list) or not all(isinstance(v, str) and ":" in v for v in values):
-        raise ConfigError(f'source {source.name!r}: basic_auth must be "user:password"')
-    return [value.encode("utf-8") for value in values]
-
-
-# -- payloads ---------------------------------------------------------------------------
-
 
 def _load(raw: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The notification object and its items (the dicts inside it, not copies)."""
@@ -424,10 +321,6 @@ def _load(raw: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return document, items
 
 
-def _dump(document: Mapping[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode("ascii")
-
-
 def _signed_text(name: str, value: object) -> str:
     # The Python SDK applies str(): strings as is, numbers in decimal, booleans "True".
     if value is None:
@@ -442,13 +335,6 @@ def _message(item: Mapping[str, Any]) -> bytes:
         return signing_string(item).encode("utf-8")
     except (UnicodeEncodeError, ValueError):  # lone surrogates; ints past str() limits
         raise MalformedHeader("signed fields are not encodable text") from None
-
-
-def _sign_item(item: dict[str, Any], key: bytes) -> None:
-    extra = item.get("additionalData")
-    extra = dict(extra) if isinstance(extra, dict) else {}
-    extra["hmacSignature"] = item_signature(item, key)
-    item["additionalData"] = extra
 
 
 def _success(value: object, where: str, warnings: list[dict[str, str]]) -> str:
@@ -529,56 +415,3 @@ def _live(value: object, warnings: list[dict[str, str]]) -> str | None:
         detail = f'live is {type(value).__name__}, not "true"/"false": ignored'
     warnings.append(fields.warning("adyen.live", detail))
     return text
-
-
-# -- samples ----------------------------------------------------------------------------
-
-
-def _sample_items(
-    payment: SamplePayment, merchant: str, manual: bool, now: datetime, rng: random.Random
-) -> list[dict[str, Any]]:
-    """AUTHORISATION (+ CAPTURE in manual mode), then a partial refund and the rest."""
-    steps: list[tuple[str, int]] = [("AUTHORISATION", payment.amount)]
-    if manual:
-        steps.append(("CAPTURE", payment.amount))
-    if payment.refund:
-        part = max(1, payment.amount // 3)
-        steps.append(("REFUND", part))
-        if payment.amount > part:
-            steps.append(("REFUND", payment.amount - part))
-    method = rng.choice(("visa", "mc", "amex", "elo"))
-    card, auth_code = f"{rng.randrange(10_000):04d}", f"{rng.randrange(1_000_000):06d}"
-    start = now.astimezone(_SAMPLE_ZONE) - timedelta(seconds=len(steps))
-    items = []
-    for index, (code, value) in enumerate(steps):
-        item: dict[str, Any] = {
-            "additionalData": {},
-            "amount": {"currency": payment.currency, "value": value},
-            "eventCode": code,
-            "eventDate": (start + timedelta(seconds=index)).isoformat(timespec="milliseconds"),
-            "merchantAccountCode": merchant,
-            "merchantReference": payment.reference,
-            "paymentMethod": method,
-            "pspReference": payment.object_id,
-            "success": "true",
-        }
-        if code == "AUTHORISATION":
-            item["additionalData"] = {"authCode": auth_code, "cardSummary": card}
-            item["operations"] = ["CANCEL", "CAPTURE", "REFUND"]
-            item["reason"] = f"{auth_code}:{card}:03/2030"
-        else:  # a modification: its own reference, the payment's as the original
-            item["originalReference"] = payment.object_id
-            item["pspReference"] = "".join(rng.choice(_PSP_ALPHABET) for _ in range(16))
-        items.append(item)
-    return items
-
-
-def _batches(items: list[dict[str, Any]], rng: random.Random) -> list[list[dict[str, Any]]]:
-    """Wrap items, sometimes two per delivery (Adyen batches on its side too)."""
-    batches: list[list[dict[str, Any]]] = []
-    index = 0
-    while index < len(items):
-        size = 2 if index + 1 < len(items) and rng.random() < 0.3 else 1
-        batches.append([{"NotificationRequestItem": item} for item in items[index : index + size]])
-        index += size
-    return batches
