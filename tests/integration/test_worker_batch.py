@@ -19,12 +19,21 @@ from porteiro.config import Config, SourceConfig, WorkerConfig, parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import EventStatus, PaymentState
 from porteiro.providers import build_provider
+from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
 from porteiro.store import open_store
 from porteiro.store.base import Application, Applied, Claim, Store
 from porteiro.worker import Worker
 from tests.integration.test_store_contract import LEASE, T0, boom, event, paid, request
-from tests.integration.test_worker import RETRY, SECRET, Clock, body, counted, deliver
+from tests.integration.test_worker import (
+    RETRY,
+    SECRET,
+    Clock,
+    FailingProvider,
+    body,
+    counted,
+    deliver,
+)
 
 # -- the store verb --------------------------------------------------------------------
 
@@ -109,7 +118,10 @@ def make_runtime(
     worker = WorkerConfig(
         concurrency=4, batch_size=batch_size, lease_seconds=30, retry=RETRY, gather_ms=gather_ms
     )
-    providers = {name: build_provider(source) for name, source in sources.items()}
+    providers: dict[str, Provider] = {
+        "std": build_provider(sources["std"]),
+        "flaky": FailingProvider(sources["flaky"]),  # test-only: not a registered provider
+    }
     return Runtime(Config(sources=sources, worker=worker), store, providers, http, clock=clock)
 
 
