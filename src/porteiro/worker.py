@@ -313,18 +313,14 @@ class Worker:
         return rows
 
     async def _apply_each(self, batch: Sequence[Application], now: datetime) -> list[Applied]:
-        """The fallback: one transaction per event, so one bad event fails alone. An event
-        with effects goes as a batch of one: `apply` cannot carry its outbox rows and
-        handlers, which must ride in its transaction."""
+        """The fallback: one transaction (a batch of one) per event, so one bad event fails
+        alone."""
         store = self.runtime.store
         results: list[Applied] = []
         for item in batch:
             try:
-                if item.outbox is None and item.handle is None:
-                    results.append(await store.apply(item.claim, item.event, item.decide, now))
-                else:
-                    (result,) = await store.apply_many([item], now)
-                    results.append(result)
+                (result,) = await store.apply_many([item], now)
+                results.append(result)
             except StoreUnavailable:
                 raise
             except Exception as exc:

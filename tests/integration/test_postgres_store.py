@@ -189,8 +189,8 @@ async def test_late_commit_of_an_expired_claim_is_refused(
     assert second.event.attempts == 2
 
     parsed = first.event.parsed()
-    assert await a.apply(first, parsed, bump(first, later), later) is False
-    assert await b.apply(second, parsed, bump(second, later), later) is True
+    assert await a.apply_many([Application(first, parsed, bump(first, later))], later) == [False]
+    assert await b.apply_many([Application(second, parsed, bump(second, later))], later) == [True]
     assert await a.dead_letter(first, "late", later) is False
 
     payment = await a.get_payment("stripe", "pi_1")
@@ -227,7 +227,9 @@ async def test_concurrent_apply_to_one_new_payment_serialises(
             "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_1', 0))"
         )
         applies = [
-            asyncio.create_task(store.apply(claim, claim.event.parsed(), bump(claim, T0), T0))
+            asyncio.create_task(
+                store.apply_many([Application(claim, claim.event.parsed(), bump(claim, T0))], T0)
+            )
             for store, claim in ((a, claim_a), (b, claim_b))
         ]
         deadline = time.monotonic() + 5
@@ -235,7 +237,7 @@ async def test_concurrent_apply_to_one_new_payment_serialises(
             assert time.monotonic() < deadline, "applies never queued on the payment lock"
             await asyncio.sleep(0.02)
         await holder.rollback()
-    assert await asyncio.gather(*applies) == [True, True]
+    assert await asyncio.gather(*applies) == [[True], [True]]
 
     payment = await a.get_payment("stripe", "pi_1")
     assert payment is not None

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from porteiro import ledger
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, PaymentState
-from porteiro.store.base import Store
+from porteiro.store.base import Application, Store
 from porteiro.store.reconcile import reconcile_store
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -42,7 +42,7 @@ async def apply_all(store: Store, now: datetime) -> int:
                     event=parsed, at=now,
                 )  # fmt: skip
 
-            assert await store.apply(claim, parsed, decide, now)
+            assert await store.apply_many([Application(claim, parsed, decide)], now) == [True]
             applied += 1
     return applied
 

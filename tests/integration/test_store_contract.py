@@ -10,7 +10,7 @@ Conventions both stores follow, beyond the docstrings of porteiro.store.base:
   of the page, `next` is None on the last page.
 - `reparsed` of an unknown delivery raises LookupError.
 - A store URL accepts `quarantine_limit=N` as a query parameter (rows kept in quarantine).
-- `apply` raises ValueError for an event without object_id, before touching anything.
+- `apply_many` gives a ValueError back for an event without object_id, touching nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from porteiro.store import open_store
 from porteiro.store.base import (
     OPEN_STATUSES,
     UNPARSEABLE_TYPE,
+    Application,
     Claim,
     Decide,
     EventFilter,
@@ -248,7 +249,8 @@ async def test_duplicate_delivery_counts_and_links(store: Store) -> None:
 async def test_duplicate_of_done_event_stays_done(store: Store) -> None:
     first = await store.record_delivery(request(), [event("evt_1")])
     claim = await claim_one(store)
-    assert await store.apply(claim, event("evt_1"), paid(claim, event("evt_1"), T0), T0)
+    done = Application(claim, event("evt_1"), paid(claim, event("evt_1"), T0))
+    assert await store.apply_many([done], T0) == [True]
     again = await store.record_delivery(request(at=T0 + timedelta(hours=1)), [event("evt_1")])
     assert (again.new, again.duplicates) == (0, 1)
     stored = await store.get_event(first.event_ids[0])
@@ -402,7 +404,8 @@ async def test_expired_lease_is_claimed_again_with_new_token(store: Store) -> No
     assert second.event.attempts == 2
     # The first worker's claim is lost: all its writes are fenced off.
     later = T0 + timedelta(minutes=2)
-    assert not await store.apply(first, event("evt_1"), paid(first, event("evt_1"), later), later)
+    late = Application(first, event("evt_1"), paid(first, event("evt_1"), later))
+    assert await store.apply_many([late], later) == [False]
     assert not await store.dead_letter(first, "late", later)
     assert await status_of(store, first.event.id) is EventStatus.PROCESSING
     assert await store.get_payment("stripe", "pi_1") is None
@@ -416,7 +419,9 @@ async def test_apply_with_stale_token_changes_nothing(store: Store) -> None:
     claim = await claim_one(store)
     stale = Claim(claim.event, "0" * 32, claim.lease_until)
     enriched = event("evt_1", amount=5)
-    assert not await store.apply(stale, enriched, paid(stale, enriched, T0), T0)
+    assert await store.apply_many(
+        [Application(stale, enriched, paid(stale, enriched, T0))], T0
+    ) == [False]
     assert not await store.ignore(stale, "x", T0)
     assert not await store.retry_later(stale, "x", T0, T0)
     assert not await store.dead_letter(stale, "x", T0)
@@ -432,9 +437,8 @@ async def test_apply_persists_payment_transition_and_enrichment(store: Store) ->
     claim = await claim_one(store)
     enriched = event("evt_1", amount=2500, data={"fetched": {"status": "approved"}})
     applied_at = T0 + timedelta(seconds=1)
-    assert await store.apply(
-        claim, enriched, paid(claim, enriched, applied_at, "first"), applied_at
-    )
+    first = Application(claim, enriched, paid(claim, enriched, applied_at, "first"))
+    assert await store.apply_many([first], applied_at) == [True]
 
     stored = await store.get_event(claim.event.id)
     assert stored is not None
@@ -458,7 +462,8 @@ async def test_apply_persists_payment_transition_and_enrichment(store: Store) ->
     await store.record_delivery(request(at=T0 + timedelta(seconds=2)), [event("evt_2")])
     second = await claim_one(store, T0 + timedelta(seconds=2))
     done_at = T0 + timedelta(seconds=3)
-    assert await store.apply(second, event("evt_2"), paid(second, event("evt_2"), done_at), done_at)
+    then = Application(second, event("evt_2"), paid(second, event("evt_2"), done_at))
+    assert await store.apply_many([then], done_at) == [True]
     payment = await store.get_payment("stripe", "pi_1")
     assert payment is not None
     assert (payment.version, payment.anomalies) == (2, 1)
@@ -476,8 +481,8 @@ async def test_apply_persists_payment_transition_and_enrichment(store: Store) ->
 async def test_apply_rolls_back_when_decide_raises(store: Store) -> None:
     await store.record_delivery(request(), [event("evt_1")])
     claim = await claim_one(store)
-    with pytest.raises(RuntimeError, match="ledger bug"):
-        await store.apply(claim, event("evt_1", amount=1), boom, T0)
+    [result] = await store.apply_many([Application(claim, event("evt_1", amount=1), boom)], T0)
+    assert isinstance(result, RuntimeError) and "ledger bug" in str(result)
     stored = await store.get_event(claim.event.id)
     assert stored is not None
     assert (stored.status, stored.amount, stored.attempts) == (EventStatus.PROCESSING, 1000, 1)
@@ -490,8 +495,10 @@ async def test_apply_rolls_back_when_decide_raises(store: Store) -> None:
 async def test_apply_requires_object_id(store: Store) -> None:
     await store.record_delivery(request(), [event("evt_1", thin=True, object_id=None)])
     claim = await claim_one(store)
-    with pytest.raises(ValueError):
-        await store.apply(claim, event("evt_1", object_id=None), boom, T0)
+    [result] = await store.apply_many(
+        [Application(claim, event("evt_1", object_id=None), boom)], T0
+    )
+    assert isinstance(result, ValueError)
     assert await status_of(store, claim.event.id) is EventStatus.PROCESSING
 
 

@@ -170,11 +170,15 @@ async def test_a_failing_batch_falls_back_to_one_transaction_per_event(
 ) -> None:
     sent = await deliver_lifecycles(runtime, 2)
 
-    async def broken(batch: object, now: object) -> list[bool]:
-        raise RuntimeError("a database error in the batch statement")
+    real = runtime.store.apply_many
 
-    # Fault injection on the real store: only the batch verb fails.
-    monkeypatch.setattr(runtime.store, "apply_many", broken)
+    async def singles_only(batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
+        if len(batch) > 1:
+            raise RuntimeError("a database error in the batch statement")
+        return await real(batch, now)
+
+    # Fault injection on the real store: the batch fails, batches of one do not.
+    monkeypatch.setattr(runtime.store, "apply_many", singles_only)
     assert await Worker(runtime).run_once() == sent
     assert counted(runtime, "std", "applied") == sent
     counts = await runtime.store.status_counts()

@@ -92,7 +92,7 @@ class Page(Generic[T]):
     next: str | None
 
 
-# Called by `apply` inside the transaction, with the payment row locked: pure code that
+# Called by `apply_many` inside the transaction, with the payment locked: pure code that
 # returns the new payment and its history entry (the ledger).
 Decide = Callable[[Payment | None], Outcome]
 
@@ -168,21 +168,22 @@ class Store(Protocol):
     async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109
         """Return when new events may be due (notification) or after `timeout` seconds."""
 
-    async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
-        """ONE transaction, fenced by the claim token: update the event's parsed fields
-        from `event` (enrichment), lock (or create) the payment row of
-        (source, event.object_id), call `decide`, persist the payment and the transition,
-        mark the event done. Returns False, changing nothing, if the claim was lost."""
-
     async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
-        """`apply` for a batch in ONE transaction (one commit, one fsync), each event still
-        fenced by its own claim token. Payments are locked in (source, object_id) order, so
-        concurrent batches never deadlock; events of one payment apply in batch order, each
-        `decide` seeing the payment as the previous one left it. An event whose `decide`
-        raises (or has no object_id) gets its exception back and leaves no trace; the
-        others still commit. Raises, committing nothing, when the transaction fails.
-        PostgreSQL may use a second transaction for the events of payments another batch
-        holds; if only that one fails, its events get the exception back."""
+        """Apply claimed events (one or more) in ONE transaction: one commit, one fsync.
+
+        Each event, fenced by its own claim token: its parsed fields are updated from
+        `Application.event` (enrichment), the payment row of (source, event.object_id) is
+        locked (or created), `decide` runs, the payment and the transition are persisted,
+        the outbox rows enqueued, the handlers run and the event is marked done. An event
+        whose claim was lost gets False and changes nothing. Payments are locked in
+        (source, object_id) order, so concurrent batches never deadlock; events of one
+        payment apply in batch order, each `decide` seeing the payment as the previous one
+        left it. An event whose `decide` (or handler, or own write) raises, or that has no
+        object_id, gets its exception back and leaves no trace; the others still commit.
+        Raises, committing nothing, when the transaction fails. PostgreSQL may use a second
+        transaction for the events of payments another batch holds (those it cannot lock
+        in time get PaymentBusy back, handed back unattempted); if only that one fails,
+        its events get the exception back."""
 
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
         """Fenced: mark the claimed event `ignored` with the reason."""

@@ -117,10 +117,6 @@ _PAYMENTS = _payments("")
 # transaction's); never waits on the row of a payment another batch holds.
 _PAYMENTS_TAKEN = _payments(f"WHERE pg_try_advisory_xact_lock({_KEY})")
 
-# Round trip 2 in one statement (its parts touch different tables, so their order does
-# not matter): the payments' final states; the transitions (ORDER BY n: identity values
-# rise in application order, which history reads by); the done marks of the events
-# applied as stored.
 # Round trip 2 in one statement, sent with its COMMIT (its parts touch different rows,
 # so their order does not matter): the payments' final states; the transitions (ORDER BY
 # n: identity values rise in application order, which history reads by); the done marks
@@ -489,7 +485,7 @@ def _claim_row(item: Application) -> bytes:
 
 
 def _event_row(item: Application) -> bytes:
-    """The event's parsed fields as enriched (the single apply's APPLY_EVENT writes them)."""
+    """The event's parsed fields as enriched (WRITE's `enriched` part stores them)."""
     columns = rows.parsed_event_columns(item.event)
     return rows.dump_held({"id": item.claim.event.id, "token": item.claim.token, **columns})
 

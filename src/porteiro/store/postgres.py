@@ -48,7 +48,6 @@ from porteiro.store.base import (
     Application,
     Applied,
     Claim,
-    Decide,
     EventFilter,
     Page,
     RecordResult,
@@ -369,17 +368,6 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         if listener is not None:
             with contextlib.suppress(psycopg.Error):
                 await listener.close()
-
-    async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
-        if event.object_id is None:
-            raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
-        # A batch of one: the same transaction shape, so one event never holds its row
-        # locked while the ledger runs either (pg_apply's docstring says why).
-        async with self._connection() as conn:
-            (result,) = await pg_apply.apply_many(conn, [Application(claim, event, decide)], now)
-        if isinstance(result, Exception):
-            raise result
-        return result
 
     async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
         if not batch:

@@ -42,7 +42,6 @@ from porteiro.store.base import (
     Application,
     Applied,
     Claim,
-    Decide,
     EventFilter,
     Page,
     RecordResult,
@@ -54,7 +53,7 @@ from porteiro.store.migrations import (
     load_migrations,
     schema_mismatch,
 )
-from porteiro.store.sqlite_apply import apply_many, apply_one
+from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_client import IdempotencySqliteMixin
 from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
@@ -285,11 +284,6 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._work.wait(), timeout)
         self._work.clear()
-
-    async def apply(self, claim: Claim, event: ParsedEvent, decide: Decide, now: datetime) -> bool:
-        if event.object_id is None:
-            raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
-        return await self._write(apply_one, claim, event, decide, rows.encode_time(now))
 
     async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
         if not batch:

@@ -1,4 +1,4 @@
-"""SQLite: apply claimed events to the ledger, one or a batch per IMMEDIATE transaction.
+"""SQLite: apply a batch of claimed events (one or more) per IMMEDIATE transaction.
 
 Plain functions of the connection, run on the store's thread inside `_transaction`. In a
 batch, each event gets a SAVEPOINT: an event whose `decide` (or write) raises rolls back
@@ -13,33 +13,19 @@ merchant's handlers run on this very connection (driven without an event loop: t
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
-from porteiro.model import Outcome, ParsedEvent
 from porteiro.store import rows
 from porteiro.store import sqlite_sql as q
-from porteiro.store.apply import Handle
-from porteiro.store.base import Application, Applied, Claim, Decide
+from porteiro.store.base import Application, Applied
 from porteiro.store.sqlite_executor import SqliteExecutor, run_inline
 from porteiro.store.sqlite_outbox import insert_outbox_sqlite
 
-if TYPE_CHECKING:
-    from porteiro.store.outbox import OutboxRow
 
-
-def apply_one(
-    db: sqlite3.Connection,
-    claim: Claim,
-    event: ParsedEvent,
-    decide: Decide,
-    stamp: str,
-    *,
-    outbox: Callable[[Outcome], Sequence[OutboxRow]] | None = None,
-    handle: Handle | None = None,
-) -> bool:
+def _apply_one(db: sqlite3.Connection, item: Application, stamp: str) -> bool:
     """Fence, read the payment, decide, persist it and the transition, enqueue the outbox
     rows, run the handlers; False if the claim was lost (nothing written)."""
+    claim, event = item.claim, item.event
     if event.object_id is None:
         raise ValueError(f"event {claim.event.id} has no object_id: nothing to apply")
     key = (claim.event.source, event.object_id)
@@ -54,7 +40,7 @@ def apply_one(
     if fenced.rowcount == 0:
         return False
     current = db.execute(q.GET_PAYMENT, key).fetchone()
-    outcome = decide(None if current is None else rows.payment_from_row(current))
+    outcome = item.decide(None if current is None else rows.payment_from_row(current))
     payment, transition = outcome.payment, outcome.transition
     if (payment.source, payment.object_id) != key:
         raise ValueError(f"decide returned payment {payment.object_id!r} for {key!r}")
@@ -71,10 +57,10 @@ def apply_one(
             rows.encode_time(transition.at),
         ),
     )
-    if outbox is not None:
-        insert_outbox_sqlite(db, outbox(outcome), rows.decode_time(stamp))
-    if handle is not None:
-        run_inline(handle(outcome, SqliteExecutor(db)))
+    if item.outbox is not None:
+        insert_outbox_sqlite(db, item.outbox(outcome), rows.decode_time(stamp))
+    if item.handle is not None:
+        run_inline(item.handle(outcome, SqliteExecutor(db)))
     return True
 
 
@@ -83,16 +69,7 @@ def apply_many(db: sqlite3.Connection, batch: Sequence[Application], stamp: str)
     for item in batch:
         db.execute("SAVEPOINT porteiro_apply")
         try:
-            applied = apply_one(
-                db,
-                item.claim,
-                item.event,
-                item.decide,
-                stamp,
-                outbox=item.outbox,
-                handle=item.handle,
-            )
-            results.append(applied)
+            results.append(_apply_one(db, item, stamp))
         except sqlite3.OperationalError:
             raise  # the database itself failed: the whole batch rolls back
         except Exception as exc:
