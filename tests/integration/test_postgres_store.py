@@ -32,6 +32,7 @@ from porteiro.store import pg_queries as q
 from porteiro.store.base import OPEN_STATUSES, Application, Applied, Claim, Decide
 from porteiro.store.migrations import load_migrations
 from porteiro.store.postgres import PostgresStore
+from tests.integration.pg_locks import lock_payment
 
 pytestmark = pytest.mark.postgres
 
@@ -223,9 +224,7 @@ async def test_concurrent_apply_to_one_new_payment_serialises(
 
     # Hold the payment's lock so both applies are provably in flight at the same time.
     async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-        await holder.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || 'pi_1', 0))"
-        )
+        await lock_payment(holder, "stripe", "pi_1")
         applies = [
             asyncio.create_task(
                 store.apply_many([Application(claim, claim.event.parsed(), bump(claim, T0))], T0)
@@ -257,10 +256,7 @@ async def _second_pass_waiting(
     apply, its second pass queued on that lock, and the holder, whose transaction the
     caller ends."""
     async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-        await holder.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('stripe' || ':' || %s, 0))",
-            (object_id,),
-        )
+        await lock_payment(holder, "stripe", object_id)
         applying = asyncio.create_task(store.apply_many(batch, T0))
         deadline = time.monotonic() + 5
         while await _lock_waiters(pg_url) < 1:

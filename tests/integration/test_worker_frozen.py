@@ -25,6 +25,7 @@ from porteiro.store import pg_apply
 from porteiro.store.base import Application, Claim
 from porteiro.store.postgres import PostgresStore
 from porteiro.worker import Worker
+from tests.integration.pg_locks import lock_payment, try_lock_payment
 from tests.integration.test_postgres_store import LEASE, T0, bump, opened, paid, request
 from tests.integration.test_worker import Clock, body, counted, deliver
 from tests.integration.test_worker_batch import make_runtime
@@ -95,12 +96,7 @@ async def test_a_duplicate_of_an_event_being_applied_is_acked_at_once(
 
 async def _lock_free(pg_url: str, object_id: str) -> bool:
     async with await psycopg.AsyncConnection.connect(pg_url) as conn:
-        cursor = await conn.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended('stripe' || ':' || %s, 0))",
-            (object_id,),
-        )
-        row = await cursor.fetchone()
-        return bool(row and row[0])
+        return await try_lock_payment(conn, "stripe", object_id)
 
 
 async def test_postgresql_ends_a_frozen_apply_once_its_lease_is_gone(
@@ -207,7 +203,7 @@ async def test_the_worker_defers_an_event_whose_payment_is_held_without_a_retry(
         held = await deliver(runtime, "std", body("evt_1", "payment.paid", "pay_1"))
         free = await deliver(runtime, "std", body("evt_2", "payment.paid", "pay_2"))
         async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-            await holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('std:pay_1', 0))")
+            await lock_payment(holder, "std", "pay_1")
             assert await Worker(runtime).run_once() == 2
             await holder.rollback()
     assert counted(runtime, "std", "deferred") == 1

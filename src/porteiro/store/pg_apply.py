@@ -83,7 +83,9 @@ SELECT set_config('idle_in_transaction_session_timeout', %(budget)s, true),
 
 # A payment's advisory lock key, for the key `k`: all events of one payment serialise on
 # it, taken before the payment row is read (a new payment has no row to lock yet). A hash
-# collision only serialises two payments.
+# collision only serialises two payments. The one definition: every statement taking a
+# payment's lock (TRY_LOCK, LOCK, PAYMENTS_TAKEN) is built on it, and apply_many is the
+# store's only path that writes payments.
 _KEY = "hashtextextended(k.source || ':' || k.object_id, 0)"
 
 # The keys taken without waiting: those another worker's batch holds come back (the
