@@ -23,7 +23,7 @@ from porteiro.client_request import (
     required_api_key,
 )
 from porteiro.config import SourceConfig
-from porteiro.providers.pagarme import DEFAULT_API_BASE_URL
+from porteiro.providers.pagarme.api import DEFAULT_API_BASE_URL
 
 
 class PagarmeCreate:

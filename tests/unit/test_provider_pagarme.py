@@ -46,11 +46,8 @@ from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
 from porteiro.providers.jwks import JwksCache, jwk_from_public_key, parse_jwks
-from porteiro.providers.pagarme import (
-    PagarmeProvider,
-    parse_asymmetric_header,
-    parse_hub_header,
-)
+from porteiro.providers.pagarme import PagarmeProvider
+from porteiro.providers.pagarme.webhook import parse_asymmetric_header, parse_hub_header
 from tests.live_server import free_port, live_server
 from tests.providers_support import inbound
 
@@ -59,7 +56,8 @@ KID = "kid-2025"
 HUB_HEADER = "X-Hub-Signature"
 ASYM_HEADER = "X-Webhook-Asymmetric-Signature"
 
-# PROVIDERS.md §2.2: legacy postback signed with the API key.
+# A legacy (v4) postback, signed HMAC-SHA1 with the account's API key as the secret
+# (docs/gateways/pagarme.md).
 LEGACY_KEY = "ak_test_grXijQ4GicOa2BLGZrDRTR5qNQxJW0"
 LEGACY_BODY = b'{"id":194330,"event":"transaction_status_changed"}'
 LEGACY_SIGNATURE = "sha1=10a07f738271eb59e6044b4ed85ad78cad400acd"

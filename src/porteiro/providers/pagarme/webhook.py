@@ -1,55 +1,23 @@
-"""Pagar.me: v5 RS256 webhooks against a JWKS, and the HMAC `X-Hub-Signature` variants.
+"""Pagar.me's webhook dialect: the RS256 and `X-Hub-Signature` checks, and the mapping of
+v5 events and legacy v4 postbacks.
 
-Authentication (docs/gateways/pagarme.md), in this order:
-- `X-Webhook-Asymmetric-Signature: alg=RS256; kid=<kid>; signature=<base64url>` when
-  present: RSA PKCS#1 v1.5 SHA-256 over the raw body, with the JWK of that kid from
-  `jwks_url` (default Pagar.me's) or `jwks_file`. Nothing is timestamped, so replays are
-  stopped by de-duplication on the hook id, not here.
-- else `X-Hub-Signature: sha1=<hex>` or `sha256=<hex>`, an HMAC of the raw body with any
-  of `secrets` (legacy v4 uses the account API key as the secret); refused when
-  `require_asymmetric = true`.
-
-`verify` is pure: the JWKS is loaded by `prepare`, which the receiver awaits before
-`verify`. It fetches the key set when the header names a kid the cache lacks, at most
-once per `jwks_refetch_seconds` (default 60); an unknown kid then fails as UnknownKey.
-
-Events: one per v5 delivery, keyed by the hook id. The payment is the ORDER, so charge
-events are filed under `data.order.id` when present. Refund events carry the cumulative
-refunded amount in `refunded_total` (the charge's `canceled_amount`; for `charge.refunded`
-without it, the charge amount) and, in `amount`, the last transaction's amount when given.
-Where the object's own `status` is further along than the event's name (`charge.created`
-of a card captured at once: status `paid`), the status decides; an event named after a
-money movement (paid, refunded, charged back, failed, canceled) keeps its name's meaning.
-Legacy v4 postbacks (JSON or form-encoded, `current_status`) are keyed `{id}:{status}`.
-
-What is read strictly and what is read past (issue 21's rule): ids, `type`, `status`,
-amounts (integer centavos) decide money and fail the delivery when malformed; timestamps
-(naive ones are UTC, as Pagar.me writes them), `code`, `currency`, the shape of
-`last_transaction` / `charges` / `order` are ancillary: a deviation is read the way
-Pagar.me means it and kept on the event as a warning (`RULES`).
+Pure: no I/O (the JWKS is loaded beforehand, by `prepare` in api.py). The schemes and
+the mapping are described in the package docstring and docs/gateways/pagarme.md.
 """
 
 from __future__ import annotations
 
-import json
-import random
-import string
-from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-import httpx
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from porteiro.config import SourceConfig
 from porteiro.errors import (
-    ConfigError,
-    GatewayError,
     MalformedHeader,
     MissingHeader,
     ParseError,
@@ -58,19 +26,13 @@ from porteiro.errors import (
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields, signing
-from porteiro.providers.base import (
-    Ack,
-    SamplePayment,
-    SignedRequest,
-    snapshot_key,
-)
-from porteiro.providers.jwks import JwksCache
+from porteiro.providers.base import Ack
+
+if TYPE_CHECKING:  # the cache fetches keys (api.py); verify only reads it
+    from porteiro.providers.jwks import JwksCache
 
 ASYMMETRIC_HEADER = "x-webhook-asymmetric-signature"
 HUB_HEADER = "x-hub-signature"
-DEFAULT_JWKS_URL = "https://hubapi.pagar.me/.well-known/jwks.json"
-DEFAULT_API_BASE_URL = "https://api.pagar.me/core/v5"
-
 V5_KINDS: Mapping[str, Kind] = {
     "order.created": Kind.PAYMENT_CREATED,
     "order.pending": Kind.PAYMENT_CREATED,
@@ -133,7 +95,6 @@ _REFUND_TRANSACTIONS = frozenset(
 # Of those, the ones that prove money had been paid (a void of a boleto or of an
 # uncaptured card gives nothing back).
 _MONEY_BACK_TRANSACTIONS = frozenset({"refunded", "partial_refunded"})
-
 # Warning rules (metric labels: a small fixed set). What each one reads past:
 RULE_NAIVE_TIME = "pagarme.timestamp_without_offset"  # read as UTC
 RULE_BAD_TIME = "pagarme.timestamp_unreadable"  # ignored (no occurred_at)
@@ -149,10 +110,7 @@ RULES = (
     RULE_FIELD,
     RULE_LIST,
 )
-CHARGES_PAGE = 100  # the API's largest `size`
-MAX_PAGES = 10_000
 _HUB_ALGORITHMS = ("sha1", "sha256")
-_ID_ALPHABET = string.ascii_letters + string.digits
 
 
 def parse_asymmetric_header(value: str) -> tuple[str, bytes]:
@@ -176,34 +134,13 @@ def parse_hub_header(value: str) -> tuple[str, bytes]:
     return algorithm, signing.decode_hex(digest, what=HUB_HEADER)
 
 
-class PagarmeProvider:
-    """Pagar.me webhooks for one source."""
+class PagarmeWebhook:
+    """Verify and parse deliveries: pure, against the keys `prepare` loaded."""
 
-    def __init__(self, source: SourceConfig) -> None:
-        self.source = source
-        self.require_asymmetric = _opt_bool(source, "require_asymmetric")
-        self._signing_hub = _hub_algorithm(source)
-        self.keys = _jwks_cache(source)
-        self._secrets = [secret.encode() for secret in source.secrets]
-        self._signing_key = _private_key(source)
-        self._signing_kid = source.option_str("signing_kid") or "porteiro-test"
-
-    # -- authentication ---------------------------------------------------------------
-
-    async def prepare(self, request: InboundRequest, http: httpx.AsyncClient) -> None:
-        """Load the JWKS (rate-limited) if the delivery names a kid we do not know."""
-        header = request.header(ASYMMETRIC_HEADER)
-        if header is None:
-            return
-        try:
-            kid, _ = parse_asymmetric_header(header)
-        except MalformedHeader:
-            return  # verify() reports it
-        await self.keys.ensure(kid, http)
-
-    async def refresh_keys(self, http: httpx.AsyncClient) -> None:
-        """Reload the JWKS now (e.g. at start-up); raises GatewayError or ConfigError."""
-        await self.keys.refresh(http)
+    source: SourceConfig
+    require_asymmetric: bool
+    keys: JwksCache
+    _secrets: list[bytes]
 
     def verify(self, request: InboundRequest, now: datetime) -> None:
         asymmetric = request.header(ASYMMETRIC_HEADER)
@@ -231,8 +168,6 @@ class PagarmeProvider:
         except (InvalidSignature, ValueError):
             raise SignatureMismatch("RS256 signature does not match the body") from None
 
-    # -- events -------------------------------------------------------------------------
-
     def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
         body = _load_body(request.body)
         if body.get("object") == "transaction" or ("current_status" in body and "type" not in body):
@@ -241,141 +176,6 @@ class PagarmeProvider:
 
     def ack(self) -> Ack:
         return Ack()
-
-    async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
-        return event
-
-    async def fetch_status(self, object_id: str, http: httpx.AsyncClient) -> ParsedEvent | None:
-        """The order's (or a `ch_` charge's) current status; None without an api_key."""
-        if not self.source.api_key:
-            return None
-        collection = "charges" if object_id.startswith("ch_") else "orders"
-        resource = await self._get(f"{collection}/{object_id}", {}, http)
-        if not isinstance(resource.get("status"), str):
-            raise GatewayError(f"pagarme {collection}/{object_id}: no status in the answer")
-        return _status_event(object_id, collection, resource)
-
-    async def list_window(
-        self, since: datetime, until: datetime, http: httpx.AsyncClient
-    ) -> AsyncIterator[ParsedEvent]:
-        """One status snapshot per charge created in [since, until) (`GET /charges`),
-        filed under its order like the webhooks."""
-        if not self.source.api_key:
-            raise GatewayError(f"source {self.source.name!r}: no api_key to list charges")
-        params: dict[str, str | int] = {
-            "created_since": since.astimezone(UTC).isoformat(),
-            "created_until": until.astimezone(UTC).isoformat(),
-            "size": CHARGES_PAGE,
-        }
-        for page in range(1, MAX_PAGES + 1):
-            body = await self._get("charges", {**params, "page": page}, http)
-            data = body.get("data")
-            if not isinstance(data, list):
-                raise GatewayError("pagarme GET charges: no data list in the answer")
-            for charge in data:
-                if not isinstance(charge, dict) or not isinstance(charge.get("status"), str):
-                    raise GatewayError("pagarme GET charges: a charge without status")
-                # Ancillary: a naive time is UTC, an unreadable one keeps the charge in.
-                created = _time(charge.get("created_at"), "created_at", [])
-                if created is not None and not since <= created < until:
-                    continue  # the API's bounds are inclusive
-                order = charge.get("order")
-                order_id = order.get("id") if isinstance(order, dict) else None
-                object_id = order_id if isinstance(order_id, str) else str(charge.get("id"))
-                yield _status_event(object_id, "charges", charge)
-            paging = body.get("paging")
-            if not data or not isinstance(paging, dict) or not paging.get("next"):
-                return
-        raise GatewayError(f"pagarme GET charges: more than {MAX_PAGES} pages")
-
-    async def _get(
-        self, path: str, params: Mapping[str, str | int], http: httpx.AsyncClient
-    ) -> Mapping[str, Any]:
-        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
-        try:
-            response = await http.get(
-                f"{base}/{path}", params=params, auth=(self.source.api_key or "", "")
-            )
-            response.raise_for_status()
-            resource = response.json()
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"pagarme GET {path} failed: {exc}") from exc
-        except ValueError as exc:
-            raise GatewayError(f"pagarme GET {path}: not JSON: {exc}") from exc
-        if not isinstance(resource, dict):
-            raise GatewayError(f"pagarme GET {path}: expected a JSON object")
-        return resource
-
-    # -- simulation ---------------------------------------------------------------------
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        headers = {"content-type": "application/json"}
-        if self._signing_key is not None:
-            raw = self._signing_key.sign(body, padding.PKCS1v15(), hashes.SHA256())
-            headers[ASYMMETRIC_HEADER] = (
-                f"alg=RS256; kid={self._signing_kid}; signature={signing.encode_base64url(raw)}"
-            )
-        elif self._secrets:
-            digest = signing.hmac_digest(self._secrets[0], body, self._signing_hub)
-            headers[HUB_HEADER] = f"{self._signing_hub}=" + digest.hex()
-        else:
-            raise ConfigError(
-                f"source {self.source.name!r}: signing needs signing_key_file or secrets"
-            )
-        return SignedRequest(body=body, headers=headers)
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        return _sample_bodies(payment, now, rng)
-
-
-# -- configuration ----------------------------------------------------------------------
-
-
-def _jwks_cache(source: SourceConfig) -> JwksCache:
-    file = source.option_str("jwks_file")
-    url = source.option_str("jwks_url")
-    if file and url:
-        raise ConfigError(f"source {source.name!r}: set jwks_url or jwks_file, not both")
-    refetch = source.options.get("jwks_refetch_seconds", 60)
-    if isinstance(refetch, bool) or not isinstance(refetch, int | float) or refetch < 0:
-        raise ConfigError(f"source {source.name!r}: jwks_refetch_seconds must be a number")
-    if file:
-        return JwksCache(file=Path(file), refetch_seconds=float(refetch))
-    return JwksCache(url=url or DEFAULT_JWKS_URL, refetch_seconds=float(refetch))
-
-
-def _hub_algorithm(source: SourceConfig) -> str:
-    """The HMAC `sign()` uses without a signing key: `sha256`, or `sha1` as Pagar.me signs
-    v4 postbacks (`signing_hub_algorithm`); `verify` accepts either whatever this says."""
-    value = source.option_str("signing_hub_algorithm") or "sha256"
-    if value not in _HUB_ALGORITHMS:
-        raise ConfigError(f"source {source.name!r}: signing_hub_algorithm must be sha1 or sha256")
-    return value
-
-
-def _opt_bool(source: SourceConfig, key: str) -> bool:
-    value = source.options.get(key, False)
-    if not isinstance(value, bool):
-        raise ConfigError(f"source {source.name!r}: {key} must be true or false")
-    return value
-
-
-def _private_key(source: SourceConfig) -> RSAPrivateKey | None:
-    path = source.option_str("signing_key_file")
-    if not path:
-        return None
-    try:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        raise ConfigError(f"source {source.name!r}: signing_key_file: {exc}") from exc
-    if not isinstance(key, RSAPrivateKey):
-        raise ConfigError(f"source {source.name!r}: signing_key_file must be an RSA key")
-    return key
-
-
-# -- payloads ---------------------------------------------------------------------------
 
 
 def _load_body(raw: bytes) -> dict[str, Any]:
@@ -623,43 +423,6 @@ def _legacy_int(body: Mapping[str, Any], nested: Mapping[str, Any], key: str) ->
     raise ParseError(f"transaction[{key}] must be an integer amount in centavos")
 
 
-def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) -> ParsedEvent:
-    """A status snapshot of an order or a charge. Pagar.me calls a refund a cancellation:
-    a paid charge with a `canceled_amount` is (partially) refunded, not canceled."""
-    status = str(resource["status"])
-    warnings: list[dict[str, str]] = []
-    try:
-        amount = fields.opt_int(resource, "amount")
-        refunded = _refunded(resource, warnings)
-    except ParseError as exc:
-        raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
-    currency = _ancillary_str(resource, "currency", collection[:-1], warnings, digits=False)
-    reference = _ancillary_str(resource, "code", collection[:-1], warnings)
-    occurred = _time(resource.get("updated_at"), "updated_at", warnings)
-    kind = STATUS_KINDS.get(status, Kind.OTHER)
-    data: dict[str, Any] = {"origin": "reconcile", "status": status}
-    refunded_total = None
-    if refunded:
-        full = amount is not None and refunded >= amount
-        kind = Kind.PAYMENT_REFUNDED if full else Kind.PAYMENT_PARTIALLY_REFUNDED
-        data["payment_amount"] = amount
-        refunded_total, amount = refunded, None
-    snapshot = ParsedEvent(
-        # `:refunded:{total}` once money came back: each new refund total is a new fact.
-        dedup_key=snapshot_key(object_id, status, *(("refunded", refunded) if refunded else ())),
-        kind=kind,
-        type=f"{collection[:-1]}.{status}",
-        object_id=object_id,
-        reference=reference,
-        amount=amount,
-        currency=currency.upper() if currency else None,
-        occurred_at=occurred,
-        refunded_total=refunded_total,
-        data=data,
-    )
-    return fields.with_warnings(snapshot, warnings)
-
-
 def _refunded(resource: Mapping[str, Any], warnings: list[dict[str, str]]) -> int:
     """Money given back: `canceled_amount` of the charges that were paid (an order's
     `charges`, or the charge itself): `paid_amount`, `paid_at` or a refund as the last
@@ -682,63 +445,3 @@ def _refunded(resource: Mapping[str, Any], warnings: list[dict[str, str]]) -> in
         if canceled and (paid or charge.get("paid_at") or refund):
             total += canceled
     return total
-
-
-# -- samples ----------------------------------------------------------------------------
-
-
-def _sample_bodies(payment: SamplePayment, now: datetime, rng: random.Random) -> list[bytes]:
-    order = {"id": payment.object_id, "code": payment.reference}
-    charge = {
-        "id": "ch_" + _random_id(rng),
-        "code": payment.reference,
-        "amount": payment.amount,
-        "currency": payment.currency,
-        "payment_method": "credit_card",
-        "order": order,
-    }
-    total = {"amount": payment.amount, "currency": payment.currency}
-    steps: list[tuple[str, dict[str, Any]]] = [
-        ("order.created", {**order, **total, "status": "pending"}),
-        (
-            "charge.paid",
-            {
-                **charge,
-                "status": "paid",
-                "paid_amount": payment.amount,
-                "last_transaction": _transaction(rng, "captured", payment.amount),
-            },
-        ),
-        ("order.paid", {**order, **total, "status": "paid"}),
-    ]
-    if payment.refund:
-        part = max(1, payment.amount // 3)
-        for event_type, status, canceled, refunded in (
-            ("charge.partial_canceled", "paid", part, part),
-            ("charge.refunded", "canceled", payment.amount, payment.amount - part),
-        ):
-            refund = _transaction(rng, "refunded", refunded)
-            data = {**charge, "status": status, "canceled_amount": canceled}
-            steps.append((event_type, {**data, "last_transaction": refund}))
-    account = {"id": "acc_" + _random_id(rng), "name": "Porteiro simulate"}
-    start = now.astimezone(UTC) - timedelta(seconds=len(steps))
-    bodies = []
-    for index, (event_type, data) in enumerate(steps):
-        at = (start + timedelta(seconds=index)).isoformat(timespec="milliseconds")
-        hook = {
-            "id": "hook_" + _random_id(rng),
-            "account": account,
-            "type": event_type,
-            "created_at": at.replace("+00:00", "Z"),
-            "data": data,
-        }
-        bodies.append(json.dumps(hook, separators=(",", ":")).encode())
-    return bodies
-
-
-def _transaction(rng: random.Random, status: str, amount: int) -> dict[str, Any]:
-    return {"id": "tran_" + _random_id(rng), "status": status, "success": True, "amount": amount}
-
-
-def _random_id(rng: random.Random) -> str:
-    return "".join(rng.choice(_ID_ALPHABET) for _ in range(16))
