@@ -19,7 +19,7 @@ import httpx
 
 from porteiro.client_request import CreateRequest, GatewayReply, merge, required_api_key
 from porteiro.config import SourceConfig
-from porteiro.providers.mercadopago import DEFAULT_API_BASE_URL
+from porteiro.providers.mercadopago.api import DEFAULT_API_BASE_URL
 
 
 class MercadoPagoCreate:

@@ -40,15 +40,14 @@ from porteiro.errors import (
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
-from porteiro.providers.mercadopago import (
-    MercadoPagoProvider,
-    manifest,
+from porteiro.providers.mercadopago import MercadoPagoProvider
+from porteiro.providers.mercadopago.payload import (
     order_event,
-    parse_signature_header,
     payment_event,
     payment_kind,
     to_minor,
 )
+from porteiro.providers.mercadopago.webhook import manifest, parse_signature_header
 from porteiro.store.rows import initial_status
 from tests.fakes.mercadopago import FakeMercadoPago, payment
 from tests.live_server import free_port, live_server
