@@ -6,16 +6,18 @@ the environment as an argument so tests pass their own.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from porteiro.errors import ConfigError
 from porteiro.model import Kind
 from porteiro.retry import RetryPolicy
+from porteiro.source_options import SOURCE_FIELDS, source_keys
 
 DEFAULT_CONFIG_PATH = "porteiro.toml"
 DEFAULT_STORE_URL = "sqlite:///./porteiro.db"
@@ -28,7 +30,8 @@ class SourceConfig:
 
     `options` keeps every provider-specific key (e.g. `jwks_url`, `basic_auth`) as given,
     and the reconciler's (`reconcile_grace_seconds`, `pending_max_age_seconds`,
-    `api_rate_per_second`...; docs/reconciliation.md).
+    `api_rate_per_second`...; docs/reconciliation.md): the keys porteiro.source_options
+    declares for the provider, any other being refused when the file is read.
     """
 
     name: str
@@ -175,12 +178,22 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     return parse_config(raw, env)
 
 
+# The file's top-level tables.
+_TABLES = frozenset({
+    "store", "admin", "sources", "server", "worker", "quarantine", "reconcile",
+    "destinations", "handlers",
+})  # fmt: skip
+
+
 def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     data = _interpolate(raw, env)
     if not isinstance(data, dict):
         raise ConfigError("configuration must be a table")
-    store = _table(data, "store")
-    admin = _table(data, "admin")
+    _refuse_unknown_keys("", data, _TABLES)
+    store, admin, quarantine = (_table(data, key) for key in ("store", "admin", "quarantine"))
+    _refuse_unknown_keys("[store]", store, {"url"})
+    _refuse_unknown_keys("[admin]", admin, {"token"})
+    _refuse_unknown_keys("[quarantine]", quarantine, {"limit"})
     store_url = env.get("PORTEIRO_STORE_URL") or _opt_str(store, "url") or DEFAULT_STORE_URL
     admin_token = env.get("PORTEIRO_ADMIN_TOKEN") or _opt_str(admin, "token")
     sources = {name: _source(name, table) for name, table in _table(data, "sources").items()}
@@ -190,7 +203,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         sources=sources,
         server=_server(_table(data, "server")),
         worker=_worker(_table(data, "worker")),
-        quarantine_limit=_whole(_table(data, "quarantine"), "[quarantine]", "limit", 10_000, 1),
+        quarantine_limit=_whole(quarantine, "[quarantine]", "limit", 10_000, 1),
         reconcile=_reconcile(_table(data, "reconcile")),
         destinations={
             name: _destination(name, table) for name, table in _table(data, "destinations").items()
@@ -200,10 +213,40 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
 
 
 def _handlers(table: Mapping[str, Any]) -> HandlersConfig:
-    unknown = sorted(set(table) - {"module"})
-    if unknown:
-        raise ConfigError(f"[handlers]: unknown key(s) {', '.join(unknown)}")
+    _refuse_unknown_keys("[handlers]", table, _keys_of(HandlersConfig))
     return HandlersConfig(module=_opt_str(table, "module") or None)
+
+
+def _keys_of(settings: type, *, besides: Iterable[str] = ()) -> frozenset[str]:
+    """The keys of a table read into the dataclass `settings`: its fields' names, which
+    the loaders below read one by one."""
+    return frozenset(item.name for item in fields(settings)) - set(besides)
+
+
+def _refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    """A ConfigError naming every key of `table` (the table at `where`; "" for the top
+    level) that is not in `known`, by its path, with the closest known key when one is
+    close: a typo (`[server] prot`) stops start-up instead of being silently ignored."""
+    choices = sorted(known)
+    unknown = [key for key in table if key not in choices]
+    if not unknown:
+        return
+    problems, far = [], False
+    for key in unknown:
+        close = difflib.get_close_matches(key, choices, n=1)
+        far = far or not close
+        hint = f", did you mean `{close[0]}`?" if close else ""
+        problems.append(f"{_key_path(where, key, table[key])}: unknown key{hint}")
+    # Without a close match, the whole list is the most useful hint.
+    known_list = f" (known: {', '.join(choices)})" if far else ""
+    raise ConfigError("; ".join(problems) + known_list)
+
+
+def _key_path(where: str, key: str, value: Any) -> str:
+    """`[server] prot`; at the top level, the key as the file spells it (`[sever]`)."""
+    if where:
+        return f"{where} {key}"
+    return f"[{key}]" if isinstance(value, dict) else key
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -247,15 +290,15 @@ def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-_SOURCE_KEYS = {"provider", "secrets", "tolerance_seconds", "api_base_url", "api_key"}
-
-
 def _source(name: str, table: Any) -> SourceConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"[sources.{name}] must be a table")
     provider = table.get("provider")
     if not isinstance(provider, str):
         raise ConfigError(f'[sources.{name}] needs provider = "..."')
+    known = source_keys(provider)
+    if known is not None:  # an unknown provider is porteiro.providers' error to report
+        _refuse_unknown_keys(f"[sources.{name}]", table, known)
     secrets = table.get("secrets", [])
     if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
         raise ConfigError(f"[sources.{name}] secrets must be a list of strings")
@@ -266,13 +309,14 @@ def _source(name: str, table: Any) -> SourceConfig:
         tolerance_seconds=_whole(table, f"[sources.{name}]", "tolerance_seconds", 300, 0),
         api_base_url=_opt_str(table, "api_base_url"),
         api_key=_opt_str(table, "api_key"),
-        options={key: value for key, value in table.items() if key not in _SOURCE_KEYS},
+        options={key: value for key, value in table.items() if key not in SOURCE_FIELDS},
     )
 
 
 def _server(table: Mapping[str, Any]) -> ServerConfig:
     defaults = ServerConfig()
     where = "[server]"
+    _refuse_unknown_keys(where, table, _keys_of(ServerConfig))
     timeout = table.get("store_timeout_seconds", defaults.store_timeout_seconds)
     retry_after = defaults.retry_after_seconds
     return ServerConfig(
@@ -307,6 +351,7 @@ def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
     where = "[worker]"
+    _refuse_unknown_keys(where, table, _keys_of(WorkerConfig))
     lease = table.get("lease_seconds", defaults.lease_seconds)
     poll = table.get("poll_interval_seconds", defaults.poll_interval_seconds)
     return WorkerConfig(
@@ -321,6 +366,7 @@ def _worker(table: Mapping[str, Any]) -> WorkerConfig:
 
 
 def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
+    _refuse_unknown_keys("[reconcile]", table, _keys_of(ReconcileConfig))
     defaults = ReconcileConfig()
     enabled = table.get("enabled", defaults.enabled)
     interval = table.get("interval_seconds", defaults.interval_seconds)
@@ -334,19 +380,11 @@ def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
     )
 
 
-_DESTINATION_KEYS = {
-    "url", "secret", "rabbitmq_url", "exchange", "kinds", "rate_per_second", "concurrency",
-    "timeout_seconds", "lease_seconds", "circuit_failures", "circuit_cooldown_seconds", "retry",
-}  # fmt: skip
-
-
 def _destination(name: str, table: Any) -> DestinationConfig:
     where = f"[destinations.{name}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
-    unknown = sorted(set(table) - _DESTINATION_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    _refuse_unknown_keys(where, table, _keys_of(DestinationConfig, besides={"name"}))
     url, rabbitmq_url = _opt_str(table, "url") or None, _opt_str(table, "rabbitmq_url") or None
     if (url is None) == (rabbitmq_url is None):
         raise ConfigError(f"{where} needs exactly one of url or rabbitmq_url")
@@ -441,6 +479,8 @@ def _positive(where: str, key: str, value: Any) -> float:
 
 
 def _retry_policy(where: str, table: Mapping[str, Any]) -> RetryPolicy:
+    """The `retry` sub-table of the table at `where` (`[worker]` -> `[worker.retry]`)."""
+    _refuse_unknown_keys(f"{where[:-1]}.retry]", table, _keys_of(RetryPolicy))
     defaults = RetryPolicy()
     try:
         policy = RetryPolicy(
