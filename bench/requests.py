@@ -23,8 +23,8 @@ from pathlib import Path
 from porteiro.config import SourceConfig
 from porteiro.providers import build_provider
 from porteiro.providers.base import Provider, SamplePayment
-from porteiro.providers.pix_samples import body as pix_body
-from porteiro.providers.pix_samples import pix_item
+from porteiro.providers.pix.samples import body as pix_body
+from porteiro.providers.pix.samples import pix_item
 from porteiro.providers.stripe.samples import signature_header
 from porteiro.providers.stripe.webhook import SIGNATURE_HEADER
 

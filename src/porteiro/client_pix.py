@@ -24,8 +24,8 @@ from porteiro.client_request import CreateRequest, GatewayReply, InvalidRequest,
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, ParseError
 from porteiro.providers.fields import parse_rfc3339
-from porteiro.providers.pix_api import PixApi, client_tls
-from porteiro.providers.pix_payload import format_valor
+from porteiro.providers.pix.api import PixApi, client_tls
+from porteiro.providers.pix.payload import format_valor
 
 TXID_LENGTH = 35  # BCB: a cob's txid is 26 to 35 letters and digits
 DEFAULT_EXPIRACAO = 86400  # BCB: a cob without calendario.expiracao lasts a day

@@ -73,7 +73,7 @@ def client_cert_subject(scope: Scope) -> str | None:
     Reads the ASGI TLS extension (`client_cert_name`, only when `client_cert_error` is
     empty), which `porteiro serve` fills when it terminates TLS (porteiro.tls). A trusted
     proxy's verified-client headers are not read here: which proxies are trusted is a
-    per-source setting, so the adapter (providers/pix_auth.py) honours them itself.
+    per-source setting, so the adapter (providers/pix/auth.py) honours them itself.
     """
     tls = _verified_tls(scope)
     name = tls.get("client_cert_name") if tls else None

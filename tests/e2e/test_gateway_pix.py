@@ -22,7 +22,7 @@ from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.model import EventStatus, InboundRequest, Kind, PaymentState, StoredEvent, Verdict
 from porteiro.providers.base import Provider
-from porteiro.providers.pix_samples import body, devolucao, pix_item, sample_txid
+from porteiro.providers.pix.samples import body, devolucao, pix_item, sample_txid
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
 from porteiro.simulate import build_plan, send

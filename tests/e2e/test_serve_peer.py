@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from porteiro.providers.pix_auth import EFI_WEBHOOK_IPS
-from porteiro.providers.pix_samples import body, pix_item
+from porteiro.providers.pix.auth import EFI_WEBHOOK_IPS
+from porteiro.providers.pix.samples import body, pix_item
 from tests.e2e.processes import free_port, serving
 
 CHAVE = "c0ffee00-5b2d-4e8f-9a7c-1d2e3f4a5b6c"

@@ -4,7 +4,7 @@ Lifecycles: a cob (`PUT /cob` equivalent, no webhook) is paid by one Pix before 
 expires, then possibly refunded by one or two devoluções; or it is never paid and expires.
 Expiry is not a status (BCB spec): the cob stays `ATIVA` and `calendario.criacao +
 calendario.expiracao` tells when it lapsed; the truth's canonical state is `expired` from
-that moment. Callbacks are the BCB `{"pix": [...]}` bodies (Porteiro's pix_samples
+that moment. Callbacks are the BCB `{"pix": [...]}` bodies (Porteiro's pix.samples
 helpers): the paid Pix, then per devolução the Pix re-sent with that one devolução
 (`DEVOLVIDO`), as Efí's live deliveries do. They are sent in Efí's skip-mTLS mode: the
 registered URL carries `?hmac=<token>&ignorar=` so Efí appends no `/pix` and Porteiro's
@@ -48,8 +48,8 @@ from porteiro.fakes.core import (
 )
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
-from porteiro.providers.pix_payload import format_valor, minor_units
-from porteiro.providers.pix_samples import EFI_ISPB, body, pix_item, transaction_id
+from porteiro.providers.pix.payload import format_valor, minor_units
+from porteiro.providers.pix.samples import EFI_ISPB, body, pix_item, transaction_id
 
 ERROR_BASE = "https://pix.bcb.gov.br/api/v2/error/"
 TXID = re.compile(r"[a-zA-Z0-9]{26,35}")

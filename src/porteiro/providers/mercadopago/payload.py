@@ -96,7 +96,7 @@ def order_kind(status: str, detail: str | None, amount: int | None, refunded: in
 def to_minor(value: object, exponent: int, *, field: str) -> int:
     """A decimal amount in major units (JSON number or decimal string) as an exact integer
     of minor units."""
-    # Not pix_payload.minor_units: JSON numbers, any exponent, and NonRetryable (an API read).
+    # Not pix.payload.minor_units: JSON numbers, any exponent, and NonRetryable (an API read).
     if isinstance(value, bool) or not isinstance(value, int | Decimal | str):
         raise NonRetryable(f"{field} is not a number")
     try:

@@ -1,24 +1,27 @@
-"""Pix (Banco Central "API Pix" standard; Efí as the concrete PSP), provider "pix".
+"""The PSP's API Pix, and what the adapter reads from it.
 
-The PSP POSTs `{webhookUrl}/pix` with `{"pix": [...]}`: one event per Pix item and per
-devolução (providers/pix_payload.py). Authentication (providers/pix_auth.py) is mTLS, or
-Efí's skip-mTLS `?hmac=` secret plus a source-IP allow-list.
+The client: OAuth2 client credentials, `GET /v2/pix/{e2eid}`, `GET /v2/cob/{txid}`,
+`GET /v2/pix?inicio&fim` (paginated, for window audits).
 
-"Signature OK" is not "money arrived" (bacen/pix-api issue 239: a payer at the same PSP
-can point their own key's webhook at our URL, so the delivery is authentic but the Pix
-went to someone else). Two defences, both on by default:
-- an item whose `chave` is not one of `keys` is parsed as kind `other` with
-  `data["rejected"]`: stored, visible, ignored, never paid;
-- with `confirm = true` paid items are thin, and the worker confirms each one with
-  `GET /v2/pix/{e2eid}` at the PSP before the ledger sees it: same endToEndId, same
-  amount, same txid, a chave of ours. Unknown to the PSP (404): GatewayError, retried (it
-  may not be visible yet). Any mismatch: NonRetryable, dead-lettered for review.
+The token comes from `POST {base}/oauth/token` (HTTP basic auth `client_id:client_secret`,
+`{"grant_type": "client_credentials"}`) and is cached until shortly before it expires;
+one refetch is tried when the API answers 401 (the PSP revoked it early). PSPs such as Efí
+also require the caller's own client certificate on every call: with `client_cert_file`
+the client uses a dedicated httpx client holding that certificate (the runtime's shared
+client has none), built lazily inside the running event loop and closed by `aclose`;
+it goes through porteiro.gateway_http (rate limit, retries of 429/5xx) with `policy`.
+
+The adapter's side (`PixPspApi`): a thin paid Pix is confirmed against
+`GET /v2/pix/{e2eid}` (see the package docstring), a cob's status is read for
+reconciliation, and the Pix received in a window are listed.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,19 +29,15 @@ from urllib.parse import quote
 
 import httpx
 
-from porteiro.config import DEFAULT_RECONCILE_GRACE_SECONDS, SourceConfig
+from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError, NonRetryable, ParseError
-from porteiro.gateway_http import GatewayPolicy
-from porteiro.model import WARNINGS_KEY, InboundRequest, Kind, ParsedEvent
+from porteiro.gateway_http import GatewayPolicy, GatewayTransport
+from porteiro.model import WARNINGS_KEY, Kind, ParsedEvent
 from porteiro.observability import logger
-from porteiro.providers import fields, pix_auth, pix_samples
-from porteiro.providers.base import Ack, SamplePayment, SignedRequest
-from porteiro.providers.pix_api import MAX_PAGES, PixApi, client_tls
-from porteiro.providers.pix_payload import (
-    AUTOMATICO_LISTS,
+from porteiro.providers import fields
+from porteiro.providers.pix.payload import (
     CURRENCY,
     RULE_HORARIO,
-    body_events,
     format_valor,
     is_sent,
     item_events,
@@ -47,7 +46,159 @@ from porteiro.providers.pix_payload import (
     rejection_reason,
 )
 
-EFI_CLIENT_CN = "webhook.efipay.com.br"
+TOKEN_PATH = "/oauth/token"
+DEFAULT_TOKEN_SECONDS = 3600
+PIX_PAGE = 1000  # itensPorPagina: the largest page PSPs accept
+MAX_PAGES = 10_000  # a bound on any window listing
+# Refresh this long before the PSP's expiry, so a token never dies in flight.
+TOKEN_MARGIN_SECONDS = 60.0
+
+
+class PixApi:
+    """The PSP's API Pix for one source."""
+
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        tls: ssl.SSLContext | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        policy: GatewayPolicy | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._policy = policy or GatewayPolicy()
+        self._auth = (client_id, client_secret)
+        self._tls = tls
+        self._clock = clock
+        self._token: str | None = None
+        self._expires_at = 0.0
+        self._lock = asyncio.Lock()
+        self._own: httpx.AsyncClient | None = None
+        self.token_fetches = 0  # observable for tests and debugging
+
+    async def get_pix(self, e2eid: str, http: httpx.AsyncClient) -> Mapping[str, Any] | None:
+        """The Pix as the PSP records it, or None if the PSP does not know it (404)."""
+        return await self._get(f"/v2/pix/{quote(e2eid, safe='')}", http)
+
+    async def get_cob(self, txid: str, http: httpx.AsyncClient) -> Mapping[str, Any] | None:
+        """The cob (immediate charge) with its status and Pix, or None (404)."""
+        return await self._get(f"/v2/cob/{quote(txid, safe='')}", http)
+
+    async def list_pix(
+        self, inicio: str, fim: str, page: int, http: httpx.AsyncClient
+    ) -> Mapping[str, Any]:
+        """One page (from 0) of the Pix received in [inicio, fim] (RFC 3339)."""
+        params = {
+            "inicio": inicio,
+            "fim": fim,
+            "paginacao.paginaAtual": str(page),
+            "paginacao.itensPorPagina": str(PIX_PAGE),
+        }
+        found = await self._get("/v2/pix", http, params)
+        if found is None:
+            raise GatewayError("GET /v2/pix: 404")
+        return found
+
+    async def aclose(self) -> None:
+        if self._own is not None:
+            await self._own.aclose()
+            self._own = None
+
+    async def _get(
+        self, path: str, http: httpx.AsyncClient, params: Mapping[str, str] | None = None
+    ) -> Mapping[str, Any] | None:
+        client = self._client(http)
+        url = self.base_url + path
+        for attempt in (1, 2):
+            token = await self._access_token(client)
+            try:
+                response = await client.get(
+                    url, params=params, headers={"authorization": f"Bearer {token}"}
+                )
+            except httpx.HTTPError as exc:
+                raise GatewayError(f"GET {path} failed: {exc}") from exc
+            if response.status_code == 401 and attempt == 1:
+                self._forget(token)
+                continue
+            if response.status_code == 404:
+                return None
+            if response.is_error:
+                raise GatewayError(f"GET {path}: HTTP {response.status_code}")
+            return _json_object(response, f"GET {path}")
+        raise GatewayError(f"GET {path}: the PSP refused a fresh token (HTTP 401)")
+
+    async def _access_token(self, client: httpx.AsyncClient) -> str:
+        # One fetch at a time: concurrent confirmations share the token it brings.
+        async with self._lock:
+            if self._token is not None and self._clock() < self._expires_at:
+                return self._token
+            try:
+                response = await client.post(
+                    self.base_url + TOKEN_PATH,
+                    auth=self._auth,
+                    json={"grant_type": "client_credentials"},
+                )
+            except httpx.HTTPError as exc:
+                raise GatewayError(f"POST {TOKEN_PATH} failed: {exc}") from exc
+            self.token_fetches += 1
+            if response.is_error:
+                raise GatewayError(f"POST {TOKEN_PATH}: HTTP {response.status_code}")
+            body = _json_object(response, f"POST {TOKEN_PATH}")
+            token = body.get("access_token")
+            if not isinstance(token, str) or not token:
+                raise GatewayError(f"POST {TOKEN_PATH}: no access_token in the answer")
+            lifetime = body.get("expires_in", DEFAULT_TOKEN_SECONDS)
+            if isinstance(lifetime, bool) or not isinstance(lifetime, int | float):
+                lifetime = DEFAULT_TOKEN_SECONDS
+            margin = min(TOKEN_MARGIN_SECONDS, lifetime / 2)
+            self._token = token
+            self._expires_at = self._clock() + lifetime - margin
+            return token
+
+    def _forget(self, token: str) -> None:
+        if self._token == token:
+            self._token = None
+
+    def _client(self, shared: httpx.AsyncClient) -> httpx.AsyncClient:
+        if self._tls is None:
+            return shared
+        if self._own is None:
+            inner = httpx.AsyncHTTPTransport(verify=self._tls)
+            self._own = httpx.AsyncClient(
+                transport=GatewayTransport(inner, self._policy),
+                timeout=httpx.Timeout(self._policy.timeout_seconds, connect=3.0),
+            )
+        return self._own
+
+
+def client_tls(
+    cert_file: str | None, key_file: str | None, ca_file: str | None, *, what: str
+) -> ssl.SSLContext | None:
+    """TLS settings for calling the PSP: our client certificate, and the CA bundle that
+    issued the PSP's server certificate (default: the system's)."""
+    if cert_file is None and ca_file is None:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+        if cert_file is not None:
+            context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{what}: cannot load the API TLS files: {exc}") from None
+    return context
+
+
+def _json_object(response: httpx.Response, what: str) -> Mapping[str, Any]:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise GatewayError(f"{what}: not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(f"{what}: expected a JSON object")
+    return body
+
+
 COB_KINDS: Mapping[str, Kind] = {
     "ATIVA": Kind.PAYMENT_CREATED,
     "CONCLUIDA": Kind.PAYMENT_PAID,
@@ -56,53 +207,16 @@ COB_KINDS: Mapping[str, Kind] = {
 }
 
 
-class PixProvider:
-    """Pix callbacks for one source (one PSP account and its keys).
+class PixPspApi:
+    """The PSP's API: confirmations, cob status reads and the Pix list."""
 
-    `clock` tells when a cob lapsed (the BCB has no "expired" status: an `ATIVA` cob past
-    `calendario.criacao + expiracao` + `reconcile_grace_seconds` is reported expired).
-    The window list (`GET /v2/pix`) only holds money that moved: `window_scope` tells the
-    reconciler not to call an unpaid cob "unknown to the gateway"."""
+    source: SourceConfig
+    api: PixApi | None
+    keys: frozenset[str]
+    clock: Callable[[], datetime]
+    grace: timedelta
 
     window_scope = "money"
-
-    def __init__(
-        self, source: SourceConfig, *, clock: Callable[[], datetime] | None = None
-    ) -> None:
-        self.source = source
-        self.clock = clock or _utc_now
-        self.grace = timedelta(
-            seconds=source.option_number("reconcile_grace_seconds", DEFAULT_RECONCILE_GRACE_SECONDS)
-        )
-        self.keys = frozenset(_str_list(source, "keys"))
-        self.confirm = _opt_bool(source, "confirm", default=True)
-        self.auth = build_auth(source)
-        self._hmac_tokens = _hmac_tokens(source)
-        self.api = _build_api(source)
-        if self.confirm and self.api is None:
-            raise ConfigError(
-                f"source {source.name!r}: confirm = true needs api_base_url, client_id and "
-                "client_secret (or set confirm = false)"
-            )
-        if not self.keys:
-            logger().warning(
-                "pix source without keys: the chave check is off",
-                action="pix.chave_check_off",
-                source=source.name,
-            )
-
-    # -- the receiver's side -------------------------------------------------------------
-
-    def verify(self, request: InboundRequest, now: datetime) -> None:
-        self.auth.verify(request, now)
-
-    def parse(self, request: InboundRequest) -> Sequence[ParsedEvent]:
-        return body_events(request.body, self.keys, thin=self.confirm)
-
-    def ack(self) -> Ack:
-        return Ack()
-
-    # -- the worker's side ---------------------------------------------------------------
 
     async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:
         """Confirm a thin (paid) Pix with the PSP; see the module docstring."""
@@ -153,37 +267,6 @@ class PixProvider:
         """Close the dedicated API client (the one holding our client certificate)."""
         if self.api is not None:
             await self.api.aclose()
-
-    # -- simulation ----------------------------------------------------------------------
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        """A delivery as the PSP sends it. hmac mode: the URL registered at Efí as
-        `...?hmac=<token>&ignorar=` with Efí's `/pix` appended to it. Trusted-proxy mode:
-        the proxy's verified-client headers (accepted only from a trusted address).
-        Plain mTLS cannot be produced by signing a body."""
-        headers = {"content-type": "application/json"}
-        route = _route_of(body)
-        if self._hmac_tokens:
-            query = f"hmac={quote(self._hmac_tokens[0], safe='')}&ignorar={route}"
-            return SignedRequest(body=body, headers=headers, query=query)
-        if self.auth.trusted_proxies:
-            cn = min(self.auth.allowed_cns) if self.auth.allowed_cns else EFI_CLIENT_CN
-            headers[self.auth.headers.verify] = "SUCCESS"
-            headers[self.auth.headers.subject] = f"CN={cn},O=Efi S.A. - Instituicao de Pagamento"
-            return SignedRequest(body=body, headers=headers, path_suffix=route)
-        raise ConfigError(
-            f"source {self.source.name!r}: mTLS deliveries cannot be simulated by signing; "
-            "configure hmac_token, or trusted_proxies and send from a trusted address"
-        )
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        chave = min(self.keys) if self.keys else pix_samples.SAMPLE_CHAVE
-        return pix_samples.lifecycle(payment, chave, now, rng)
-
-
-# -- confirmation and status ------------------------------------------------------------
 
 
 def confirmed(event: ParsedEvent, answer: Mapping[str, Any], keys: frozenset[str]) -> ParsedEvent:
@@ -305,96 +388,8 @@ def _listed_events(
     return [replace(e, data={**e.data, "confirmed": True, "origin": "reconcile"}) for e in readable]
 
 
-def _route_of(body: bytes) -> str:
-    """The suffix a PSP appends for this body: /rec and /cobr (Pix Automático), else /pix."""
-    for name, route in AUTOMATICO_LISTS.items():
-        if f'"{name}"'.encode() in body and b'"pix"' not in body:
-            return f"/{route}"
-    return "/pix"
-
-
 def _pages(body: Mapping[str, Any]) -> int:
     parametros = body.get("parametros")
     paginacao = parametros.get("paginacao") if isinstance(parametros, dict) else None
     pages = paginacao.get("quantidadeDePaginas") if isinstance(paginacao, dict) else None
     return pages if isinstance(pages, int) and not isinstance(pages, bool) else 1
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-# -- configuration ----------------------------------------------------------------------
-
-
-def build_auth(source: SourceConfig) -> pix_auth.PixAuth:
-    what = f"source {source.name!r}"
-    tokens = tuple(token.encode() for token in _hmac_tokens(source))
-    ca_file = source.option_str("mtls_ca_file")
-    ca_certs = pix_auth.load_ca_file(ca_file, what=f"{what} mtls_ca_file") if ca_file else ()
-    proxies = pix_auth.networks(
-        _str_list(source, "trusted_proxies"), what=f"{what} trusted_proxies"
-    )
-    if not tokens and not ca_certs and not proxies:
-        raise ConfigError(
-            f"{what}: a pix source needs mtls_ca_file (Porteiro terminates TLS), "
-            "trusted_proxies (a proxy verifies the certificate) or hmac_token (Efí skip-mTLS)"
-        )
-    default_ips = pix_auth.EFI_WEBHOOK_IPS if tokens else ()
-    ips = _str_list(source, "allow_ips") if "allow_ips" in source.options else default_ips
-    defaults = pix_auth.ProxyHeaders()
-    headers = pix_auth.ProxyHeaders(
-        verify=_lower(source, "client_verify_header", defaults.verify),
-        subject=_lower(source, "client_subject_header", defaults.subject),
-        cert=_lower(source, "client_cert_header", defaults.cert),
-        client_ip=_lower(source, "client_ip_header", defaults.client_ip),
-    )
-    return pix_auth.PixAuth(
-        hmac_tokens=tokens,
-        allow_ips=pix_auth.networks(ips, what=f"{what} allow_ips"),
-        trusted_proxies=proxies,
-        ca_certs=ca_certs,
-        allowed_cns=frozenset(_str_list(source, "allowed_cns")),
-        headers=headers,
-    )
-
-
-def _build_api(source: SourceConfig) -> PixApi | None:
-    client_id = source.option_str("client_id")
-    client_secret = source.option_str("client_secret")
-    if not source.api_base_url or not client_id or not client_secret:
-        return None
-    tls = client_tls(
-        source.option_str("client_cert_file"),
-        source.option_str("client_key_file"),
-        source.option_str("api_ca_file"),
-        what=f"source {source.name!r}",
-    )
-    policy = GatewayPolicy.for_source(source)
-    return PixApi(source.api_base_url, client_id, client_secret, tls=tls, policy=policy)
-
-
-def _hmac_tokens(source: SourceConfig) -> tuple[str, ...]:
-    """`hmac_token` as one string or a list (several during a rotation)."""
-    value = source.options.get("hmac_token")
-    if isinstance(value, str):
-        return (value,) if value else ()
-    return _str_list(source, "hmac_token")
-
-
-def _str_list(source: SourceConfig, key: str) -> tuple[str, ...]:
-    value = source.options.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"source {source.name!r}: {key} must be a list of strings")
-    return tuple(item for item in value if item)
-
-
-def _opt_bool(source: SourceConfig, key: str, *, default: bool) -> bool:
-    value = source.options.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"source {source.name!r}: {key} must be true or false")
-    return value
-
-
-def _lower(source: SourceConfig, key: str, default: str) -> str:
-    return (source.option_str(key) or default).lower()

@@ -45,7 +45,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 PIX_SUFFIX = "/pix"
 # What a PSP appends to the registered URL: /pix (Pix), /rec and /cobr (Pix Automático).
 CALLBACK_SUFFIXES = (PIX_SUFFIX, "/rec", "/cobr")
-EFI_WEBHOOK_IPS = ("34.193.116.226",)  # Efí staff, 2025-01-17 (PROVIDERS.md §5.6)
+EFI_WEBHOOK_IPS = ("34.193.116.226",)  # Efí staff, 2025-01-17 (docs/gateways/pix.md)
 _CN = re.compile(r"(?:^|[,/+])\s*CN=((?:[^,/+\\]|\\.)*)", re.IGNORECASE)
 
 

@@ -1,10 +1,13 @@
-"""Realistic Pix callback bodies for `porteiro simulate` and the tests.
+"""Realistic Pix callbacks for `porteiro simulate`, the fakes and the tests.
 
-Shaped like the BCB spec's `pixWebhook` examples and Efí's deliveries: a cob paid by one
-Pix; with a refund, the same Pix item re-sent with its `devolucoes` (a partial DEVOLVIDO,
-then a second one for the rest; a refund may first show as EM_PROCESSAMENTO). Ids follow
-the BCB structure: endToEndId `E` + payer's ISPB + `yyyyMMddHHmm` (UTC) + 11
+Bodies are shaped like the BCB spec's `pixWebhook` examples and Efí's deliveries: a cob
+paid by one Pix; with a refund, the same Pix item re-sent with its `devolucoes` (a partial
+DEVOLVIDO, then a second one for the rest; a refund may first show as EM_PROCESSAMENTO).
+Ids follow the BCB structure: endToEndId `E` + payer's ISPB + `yyyyMMddHHmm` (UTC) + 11
 alphanumerics; rtrId the same with `D` and the receiving PSP's ISPB.
+
+`PixSamples.sign` delivers a body as the PSP would: with Efí's `?hmac=` secret, or with
+a trusted proxy's verified-client headers (plain mTLS cannot be produced by signing).
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ import string
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
-from porteiro.providers.base import SamplePayment
-from porteiro.providers.pix_payload import format_valor
+from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError
+from porteiro.providers.base import SamplePayment, SignedRequest
+from porteiro.providers.pix import auth as pix_auth
+from porteiro.providers.pix.payload import AUTOMATICO_LISTS, format_valor
 
 # Real ISPBs: Banco do Brasil, Itaú, Caixa, Santander, Nu Pagamentos.
 PAYER_ISPBS = ("00000000", "60701190", "00360305", "90400888", "18236120")
@@ -108,3 +115,49 @@ def lifecycle(
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+EFI_CLIENT_CN = "webhook.efipay.com.br"
+
+
+class PixSamples:
+    """Callbacks as the PSP delivers them, and payment lifecycles."""
+
+    source: SourceConfig
+    auth: pix_auth.PixAuth
+    keys: frozenset[str]
+    _hmac_tokens: tuple[str, ...]
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        """A delivery as the PSP sends it. hmac mode: the URL registered at Efí as
+        `...?hmac=<token>&ignorar=` with Efí's `/pix` appended to it. Trusted-proxy mode:
+        the proxy's verified-client headers (accepted only from a trusted address).
+        Plain mTLS cannot be produced by signing a body."""
+        headers = {"content-type": "application/json"}
+        route = _route_of(body)
+        if self._hmac_tokens:
+            query = f"hmac={quote(self._hmac_tokens[0], safe='')}&ignorar={route}"
+            return SignedRequest(body=body, headers=headers, query=query)
+        if self.auth.trusted_proxies:
+            cn = min(self.auth.allowed_cns) if self.auth.allowed_cns else EFI_CLIENT_CN
+            headers[self.auth.headers.verify] = "SUCCESS"
+            headers[self.auth.headers.subject] = f"CN={cn},O=Efi S.A. - Instituicao de Pagamento"
+            return SignedRequest(body=body, headers=headers, path_suffix=route)
+        raise ConfigError(
+            f"source {self.source.name!r}: mTLS deliveries cannot be simulated by signing; "
+            "configure hmac_token, or trusted_proxies and send from a trusted address"
+        )
+
+    def sample_lifecycle(
+        self, payment: SamplePayment, now: datetime, rng: random.Random
+    ) -> Sequence[bytes]:
+        chave = min(self.keys) if self.keys else SAMPLE_CHAVE
+        return lifecycle(payment, chave, now, rng)
+
+
+def _route_of(body: bytes) -> str:
+    """The suffix a PSP appends for this body: /rec and /cobr (Pix Automático), else /pix."""
+    for name, route in AUTOMATICO_LISTS.items():
+        if f'"{name}"'.encode() in body and b'"pix"' not in body:
+            return f"/{route}"
+    return "/pix"
