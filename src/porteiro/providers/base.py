@@ -56,6 +56,7 @@ class SamplePayment:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+@runtime_checkable
 class Provider(Protocol):
     """One gateway's webhook dialect, configured for one source."""
 
