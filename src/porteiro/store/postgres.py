@@ -61,6 +61,7 @@ from porteiro.store.migrations import (
 )
 from porteiro.store.pg_client import IdempotencyPgMixin
 from porteiro.store.pg_outbox import OutboxPostgresMixin
+from porteiro.store.pg_port import PgPort
 from porteiro.store.pg_reconcile import ReconcilePostgresMixin
 
 Connection = AsyncConnection[DictRow]
@@ -102,6 +103,7 @@ class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMi
         self._batch_concurrency = batch_concurrency
         self._ingest: GroupCommit[pg_batch.Ingest, RecordResult] | None = None
         self._probe: asyncio.Task[float | None] | None = None
+        self._port = PgPort(self._connection)
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:

@@ -57,6 +57,7 @@ from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_client import IdempotencySqliteMixin
 from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
+from porteiro.store.sqlite_port import SqlitePort
 from porteiro.store.sqlite_reconcile import ReconcileSqliteMixin
 
 _PREFIX = "sqlite:///"
@@ -99,6 +100,7 @@ class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixi
         self._thread: ThreadPoolExecutor | None = None
         self._ingest: GroupCommit[_Ingest, RecordResult] | None = None
         self._work = asyncio.Event()
+        self._port = SqlitePort(self._fetch, self._write, self._work.set)
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:

@@ -1,0 +1,85 @@
+"""What differs between SQLite and PostgreSQL in the SQL both stores share (pure: no I/O).
+
+A shared query is written once, with psycopg's named placeholders (`%(name)s`, `%%` for
+a literal percent sign), and its dialect turns it into what its driver takes. The
+values differ too: a time (SQLite keeps ISO-8601 UTC text, whose order is time order;
+PostgreSQL timestamptz), a JSON document (text; jsonb) and the values of an IN-list (one
+placeholder each, within SQLite's bound-variable limit; one array). Nothing else differs
+in the verbs written over the connection port (store/port.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from porteiro.store import rows
+from porteiro.store.pg_queries import json_param
+from porteiro.store.sqlite_executor import sqlite_placeholders
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str
+    # A shared query's text as this driver takes it.
+    render: Callable[[str], str]
+    # A datetime (aware) as this database stores it.
+    time: Callable[[datetime], Any]
+    # A JSON document as this database stores it.
+    json: Callable[[Any], Any]
+    # True: an IN-list binds its values as one array (`= ANY(...)`).
+    arrays: bool
+    # Values per IN-list at most: callers split longer lists with `chunks`.
+    in_list_max: int
+
+    def optional_time(self, value: datetime | None) -> Any:
+        return None if value is None else self.time(value)
+
+    def in_list(self, column: str, name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+        """`column` is one of `values`: the condition (placeholders only, named after
+        `name`) and its parameters. `column` is a name from the code, never a value."""
+        if not values:
+            raise ValueError("an IN-list needs at least one value")
+        if len(values) > self.in_list_max:
+            raise ValueError(f"{len(values)} values in one IN-list: split them with chunks()")
+        if self.arrays:
+            return f"{column} = ANY(%({name})s)", {name: list(values)}
+        params = {f"{name}_{n}": value for n, value in enumerate(values)}
+        return f"{column} IN ({', '.join(f'%({key})s' for key in params)})", params
+
+    def chunks(self, values: Sequence[T]) -> Iterator[Sequence[T]]:
+        """`values` in slices that each fit one IN-list."""
+        for start in range(0, len(values), self.in_list_max):
+            yield values[start : start + self.in_list_max]
+
+
+def _same(value: T) -> T:
+    return value
+
+
+# Rendered once per distinct text: the verbs use a few dozen, IN-lists one per length.
+_sqlite_text = functools.lru_cache(maxsize=512)(sqlite_placeholders)
+
+SQLITE = Dialect(
+    name="sqlite",
+    render=_sqlite_text,
+    time=rows.encode_time,
+    json=rows.dump_json,
+    arrays=False,
+    # Far below SQLite's limit on bound variables, with room for the query's own.
+    in_list_max=500,
+)
+
+POSTGRES = Dialect(
+    name="postgres",
+    render=_same,
+    time=_same,
+    json=json_param,
+    arrays=True,
+    in_list_max=5000,
+)
