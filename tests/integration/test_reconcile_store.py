@@ -98,6 +98,16 @@ async def test_stale_pending_finds_expired_and_old_open_payments(store: Store) -
     assert len(await rs.stale_pending("pix", later, timedelta(hours=1), 1)) == 1
 
 
+async def test_a_payment_named_twice_in_one_read_counts_one_check(store: Store) -> None:
+    rs = reconcile_store(store)
+    await rs.expect_payment("pix", "tx", reference=None, amount=None, currency=None,
+                            expires_at=T0, now=T0)  # fmt: skip
+    await rs.mark_checked("pix", ["tx", "tx"], T0, T0 + timedelta(minutes=1), "timeout")
+    await rs.mark_checked("pix", [], T0, T0 + timedelta(minutes=1))
+    due = await rs.stale_pending("pix", T0 + timedelta(minutes=1), timedelta(hours=1), 10)
+    assert [(s.object_id, s.checks) for s in due] == [("tx", 1)]
+
+
 async def test_synthetic_events_dedupe_like_deliveries_and_reach_the_worker(store: Store) -> None:
     rs = reconcile_store(store)
     webhook = event("evt_1", Kind.PAYMENT_CREATED, "pi_1", T0)

@@ -62,7 +62,7 @@ from porteiro.store.migrations import (
 from porteiro.store.pg_client import IdempotencyPgMixin
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_port import PgPort
-from porteiro.store.pg_reconcile import ReconcilePostgresMixin
+from porteiro.store.reconcile_verbs import ReconcileVerbs
 
 Connection = AsyncConnection[DictRow]
 BATCH_TIMEOUT_SECONDS = 5.0
@@ -70,7 +70,7 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class PostgresStore(ReconcilePostgresMixin, IdempotencyPgMixin, OutboxPostgresMixin):
+class PostgresStore(ReconcileVerbs, IdempotencyPgMixin, OutboxPostgresMixin):
     def __init__(
         self,
         conninfo: str,

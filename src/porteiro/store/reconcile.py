@@ -3,7 +3,7 @@
 Expected payments (registered by the outgoing client with their expiry), the stale
 pending payments to ask the gateway about, synthetic events that enter the SAME inbox
 and worker path as webhooks (origin `reconcile`, no delivery), and saved reports.
-Implemented by store/sqlite_reconcile.py and store/pg_reconcile.py as mixins.
+Implemented once for both stores, over their connection port, by store/reconcile_verbs.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from porteiro.store.base import RecordResult
 OPEN_STATES: tuple[PaymentState, ...] = (PaymentState.PENDING, PaymentState.AUTHORIZED)
 # record_synthetic's batches: bounded statements, one transaction each.
 SYNTHETIC_BATCH = 500
-KEYS_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)

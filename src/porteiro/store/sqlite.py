@@ -53,12 +53,12 @@ from porteiro.store.migrations import (
     load_migrations,
     schema_mismatch,
 )
+from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_client import IdempotencySqliteMixin
 from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
 from porteiro.store.sqlite_port import SqlitePort
-from porteiro.store.sqlite_reconcile import ReconcileSqliteMixin
 
 _PREFIX = "sqlite:///"
 _OPTIONS = {"quarantine_limit", "busy_timeout", "batch_max", "batch_linger_ms"}
@@ -77,7 +77,7 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore(ReconcileSqliteMixin, IdempotencySqliteMixin, OutboxSqliteMixin):
+class SqliteStore(ReconcileVerbs, IdempotencySqliteMixin, OutboxSqliteMixin):
     def __init__(
         self,
         path: str,
