@@ -4,7 +4,8 @@ One row per (source, idempotency key): what was asked (operation, the request an
 fingerprint), how it went (state, attempts, the gateway's answer) and whether the
 reconciler was told to expect the payment. The row is committed BEFORE the first attempt,
 so a process that dies mid-request leaves a `pending` key that a restart resumes with the
-same key instead of creating a second charge.
+same key instead of creating a second charge. Implemented once for both stores, over their
+connection port, by store/client_verbs.py.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class PgPort:
     async def write_returning(self, sql: str, params: Sequence[Params]) -> Sequence[Row]:
         if not params:
             return []
+        if len(params) == 1:  # one statement: its own transaction (autocommit)
+            return await self.fetch(sql, params[0])
         found: list[Row] = []
         async with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
             await cursor.executemany(sql, params, returning=True)

@@ -52,6 +52,7 @@ from porteiro.store.base import (
     Page,
     RecordResult,
 )
+from porteiro.store.client_verbs import IdempotencyVerbs
 from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import (
     SchemaMismatch,
@@ -59,7 +60,6 @@ from porteiro.store.migrations import (
     load_migrations,
     schema_mismatch,
 )
-from porteiro.store.pg_client import IdempotencyPgMixin
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_port import PgPort
 from porteiro.store.reconcile_verbs import ReconcileVerbs
@@ -70,7 +70,7 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class PostgresStore(ReconcileVerbs, IdempotencyPgMixin, OutboxPostgresMixin):
+class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxPostgresMixin):
     def __init__(
         self,
         conninfo: str,

@@ -46,6 +46,7 @@ from porteiro.store.base import (
     Page,
     RecordResult,
 )
+from porteiro.store.client_verbs import IdempotencyVerbs
 from porteiro.store.group_commit import GroupCommit
 from porteiro.store.migrations import (
     SchemaMismatch,
@@ -55,7 +56,6 @@ from porteiro.store.migrations import (
 )
 from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.sqlite_apply import apply_many
-from porteiro.store.sqlite_client import IdempotencySqliteMixin
 from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
 from porteiro.store.sqlite_port import SqlitePort
@@ -77,7 +77,7 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore(ReconcileVerbs, IdempotencySqliteMixin, OutboxSqliteMixin):
+class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxSqliteMixin):
     def __init__(
         self,
         path: str,
