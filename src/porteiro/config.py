@@ -69,7 +69,7 @@ class ServerConfig:
     # and retries, instead of a hung connection.
     store_timeout_seconds: float = 0.8
     retry_after_seconds: int = 5
-    # TLS termination by `porteiro serve` (porteiro.tls): needed for Pix mTLS without a
+    # TLS termination by `porteiro serve` (porteiro.http.tls): needed for Pix mTLS without a
     # proxy. The client CA bundle adds to every source's `mtls_ca_file`.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -79,7 +79,7 @@ class ServerConfig:
     max_inflight: int = 1024
     # Receiver processes sharing the port (`porteiro serve --receivers` overrides).
     receivers: int = 1
-    # The HTTP door (porteiro.http_limits): how long a client may take to send its
+    # The HTTP door (porteiro.http.limits): how long a client may take to send its
     # headers, then its body (past it: 408 and close), and after an early answer (413...)
     # how long and how much of the rest of its body is read and dropped before closing.
     header_timeout_seconds: float = 10.0

@@ -16,11 +16,12 @@ SOURCE_FIELDS = frozenset({"provider", "secrets", "tolerance_seconds", "api_base
 
 # Options every source may carry, whatever its provider.
 COMMON_OPTIONS = frozenset({
-    # porteiro.redact: more header / query parameter names whose values are credentials.
+    # porteiro.http.redact: more header / query parameter names whose values are credentials.
     "secret_headers", "secret_params",
-    # porteiro.reconcile (SourcePolicy): when the stale cycle asks about a pending payment.
+    # porteiro.reconcile.reconciler (SourcePolicy): when the stale cycle asks about a pending
+    # payment.
     "reconcile_grace_seconds", "pending_max_age_seconds",
-    # porteiro.gateway_http (GatewayPolicy): every call to the gateway's API (reconciler,
+    # porteiro.outgoing.gateway_http (GatewayPolicy): every call to the gateway's API (reconciler,
     # enrichment, Pix API).
     "api_rate_per_second", "api_max_attempts", "api_max_retry_after_seconds",
     "api_timeout_seconds",
@@ -32,7 +33,7 @@ PROVIDER_OPTIONS: Mapping[str, frozenset[str]] = {
         # porteiro.providers.adyen: HTTP Basic credentials every delivery must carry (the
         # fake gateway, porteiro.fakes.adyen, sets it too), and the capture mode.
         "basic_auth", "capture",
-        # porteiro.providers.adyen (simulated payloads), porteiro.client_adyen (creation).
+        # porteiro.providers.adyen (simulated payloads), porteiro.outgoing.adyen (creation).
         "merchant_account",
     }),
     "mercadopago": frozenset({
@@ -50,13 +51,13 @@ PROVIDER_OPTIONS: Mapping[str, frozenset[str]] = {
         "signing_key_file", "signing_kid", "signing_hub_algorithm",
     }),
     "pix": frozenset({
-        # porteiro.providers.pix and porteiro.client_pix: the chaves this source receives
+        # porteiro.providers.pix and porteiro.outgoing.pix: the chaves this source receives
         # on, and whether each Pix is confirmed against the PSP's API.
         "keys", "confirm",
-        # porteiro.providers.pix and porteiro.client_pix: the PSP API's OAuth2 client and
+        # porteiro.providers.pix and porteiro.outgoing.pix: the PSP API's OAuth2 client and
         # its TLS.
         "client_id", "client_secret", "client_cert_file", "client_key_file", "api_ca_file",
-        # porteiro.providers.pix (pix_auth): how a delivery is authenticated. porteiro.tls
+        # porteiro.providers.pix (pix_auth): how a delivery is authenticated. porteiro.http.tls
         # also adds `mtls_ca_file` to the CAs `porteiro serve` trusts.
         "hmac_token", "allow_ips", "mtls_ca_file", "allowed_cns", "trusted_proxies",
         "client_verify_header", "client_subject_header", "client_cert_header",

@@ -18,8 +18,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 from starlette.applications import Starlette
 
-from porteiro.app import create_app
 from porteiro.config import Config, ServerConfig, SourceConfig
+from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from tests.live_server import live_server
 

@@ -28,8 +28,8 @@ import psycopg
 import pytest
 import uvloop
 
-from porteiro.app import create_app
 from porteiro.config import ServerConfig
+from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.store.postgres import PostgresStore

@@ -19,10 +19,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from porteiro.api import MAX_ADMIN_BODY
-from porteiro.app import create_app
 from porteiro.config import Config, DestinationConfig
-from porteiro.jsonview import DATA_MAX_DEPTH, TRUNCATED, body_from_json
+from porteiro.http.admin import MAX_ADMIN_BODY
+from porteiro.http.app import create_app
+from porteiro.http.jsonview import DATA_MAX_DEPTH, TRUNCATED, body_from_json
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from porteiro.app import create_app
-from porteiro.openapi import openapi_document
+from porteiro.http.app import create_app
+from porteiro.http.openapi import openapi_document
 from porteiro.runtime import Runtime
 from tests.conftest import PG_ADMIN_URL, require_postgres
 from tests.e2e.conftest import SOURCE, admin_headers, event_body, make_config, standard_headers

@@ -1,4 +1,4 @@
-"""The outgoing idempotent client (porteiro.client, `porteiro charge`) against the fake
+"""The outgoing idempotent client (porteiro.outgoing.client, `porteiro charge`) against the fake
 gateways over real HTTP (uvicorn), with real SQLite and PostgreSQL stores.
 
 A `Recorder` between uvicorn and each fake logs every API request (path, idempotency key,
@@ -27,17 +27,17 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from porteiro.client import (
+from porteiro.config import SourceConfig
+from porteiro.fakes import FakeServer, Settings, scenario_from
+from porteiro.fakes.idempotency import KeepRawSend
+from porteiro.outgoing.client import (
     CreateRejected,
     CreateUnresolved,
     IdempotencyConflict,
     PaymentClient,
     pix_txid,
 )
-from porteiro.client_request import InvalidRequest, fingerprint, new_request
-from porteiro.config import SourceConfig
-from porteiro.fakes import FakeServer, Settings, scenario_from
-from porteiro.fakes.idempotency import KeepRawSend
+from porteiro.outgoing.request import InvalidRequest, fingerprint, new_request
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import utc_now
 from porteiro.store import open_store

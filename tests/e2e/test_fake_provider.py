@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.fakes import FakeServer, Settings, scenario_from
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
@@ -543,11 +543,12 @@ def test_the_same_seed_gives_the_same_truth_and_webhooks(provider: str) -> None:
 
 
 def test_the_command_runs_a_fake_until_done(tmp_path: Path) -> None:
-    """`python -m porteiro.cli_fake ... --exit-when-done` against a dead receiver: every
+    """`porteiro fake-provider ... --exit-when-done` against a dead receiver: every
     webhook is given up after the compressed schedule and the process exits by itself."""
     port = free_port()
     command = [
-        sys.executable, "-m", "porteiro.cli_fake", "--provider", "stripe", "--port", str(port),
+        sys.executable, "-m", "porteiro", "fake-provider",
+        "--provider", "stripe", "--port", str(port),
         "--webhook-url", f"http://127.0.0.1:{free_port()}/webhooks/stripe",
         "--secret", STRIPE_SECRET, "--payments", "2", "--time-factor", "1e7",
         "--drop-rate", "0.5", "--seed", "9", "--exit-when-done",

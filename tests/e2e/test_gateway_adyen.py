@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
+from porteiro.fakes.simulate import Plan, PlannedDelivery, build_plan, send
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, PaymentState
 from porteiro.providers.base import Provider
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
-from porteiro.simulate import Plan, PlannedDelivery, build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.live_server import live_server

@@ -21,14 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
+from porteiro.fakes.simulate import Plan, build_plan, send
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, PaymentState, StoredEvent
 from porteiro.providers.base import SamplePayment
 from porteiro.replay import matching_events
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now
-from porteiro.simulate import Plan, build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.mercadopago import FakeMercadoPago, payment

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
+from porteiro.fakes.simulate import build_plan, send
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, Kind, PaymentState, StoredEvent, Verdict
 from porteiro.providers.base import Provider
 from porteiro.providers.pix.samples import body, devolucao, pix_item, sample_txid
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
-from porteiro.simulate import build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.pix import FakePsp

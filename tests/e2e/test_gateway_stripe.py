@@ -17,15 +17,15 @@ import httpx
 import pytest
 import stripe
 
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig, WorkerConfig
+from porteiro.fakes.simulate import build_plan, send
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, PaymentState, StoredEvent, Verdict
 from porteiro.providers import build_provider
 from porteiro.providers.base import Provider, SamplePayment
 from porteiro.replay import matching_events
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now
-from porteiro.simulate import build_plan, send
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.stripe import FakeStripe

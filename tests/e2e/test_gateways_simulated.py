@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from porteiro.config import load_config
+from porteiro.fakes.simulate import build_plan
 from porteiro.providers import build_provider
-from porteiro.simulate import build_plan
 from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
 from tests.fakes.mercadopago import FakeMercadoPago, payment
 from tests.live_server import live_server_thread

@@ -1,5 +1,5 @@
 """Pix mTLS with Porteiro terminating TLS itself: real certificates (made here with
-`cryptography`), a real uvicorn with porteiro.tls's protocol class, real httpx clients.
+`cryptography`), a real uvicorn with porteiro.http.tls's protocol class, real httpx clients.
 
 Two Pix sources (Efí and another PSP) share the port with a Standard Webhooks source.
 The handshake trusts the union of the sources' CAs (CERT_OPTIONAL); each Pix source then
@@ -22,12 +22,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import Config, ServerConfig, SourceConfig, load_config
+from porteiro.http.app import create_app
+from porteiro.http.tls import MINIMUM_VERSION, uvicorn_options
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
-from porteiro.tls import MINIMUM_VERSION, uvicorn_options
 from tests.e2e.conftest import SECRET, event_body, standard_headers
 from tests.fakes.pix import Issued, issue, make_ca
 from tests.live_server import free_port, live_server

@@ -28,12 +28,12 @@ import httpx
 import psycopg
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import load_config
-from porteiro.jsonview import body_from_json
+from porteiro.http.app import create_app
+from porteiro.http.jsonview import body_from_json
+from porteiro.http.redact import Redaction
 from porteiro.model import InboundRequest
 from porteiro.providers.base import Provider, SamplePayment
-from porteiro.redact import Redaction
 from porteiro.replay import inbound_request
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store import open_store

@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from porteiro import replay
-from porteiro.app import create_app
 from porteiro.config import Config, SourceConfig
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, ParsedEvent
 from porteiro.providers.jwks import jwk_from_public_key
 from porteiro.providers.standard import StandardProvider
@@ -479,7 +479,7 @@ secrets = ["${{SHOP_SECRET}}"]
     env = {key: value for key, value in os.environ.items() if not key.startswith("PORTEIRO_")}
     env.update(PORTEIRO_CONFIG=str(config), SHOP_SECRET=SECRET)
     command = [
-        sys.executable, "-m", "uvicorn", "porteiro.app:asgi_app", "--factory",
+        sys.executable, "-m", "uvicorn", "porteiro.http.app:asgi_app", "--factory",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env, cwd=tmp_path)

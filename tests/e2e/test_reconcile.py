@@ -25,14 +25,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from porteiro.app import create_app
 from porteiro.config import Config, ReconcileConfig, SourceConfig, WorkerConfig, parse_config
 from porteiro.errors import ConfigError, GatewayError
 from porteiro.fakes import FakeServer, Settings, scenario_from
-from porteiro.gateway_http import GatewayPolicy, RateLimiter, gateway_client
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus
+from porteiro.outgoing.gateway_http import GatewayPolicy, RateLimiter, gateway_client
 from porteiro.providers import build_provider
-from porteiro.reconcile import audit_window, background
+from porteiro.reconcile.reconciler import audit_window, background
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
@@ -330,7 +330,7 @@ async def test_pix_cobs_expire_or_turn_paid_within_one_cycle_after_expiry(tmp_pa
         async with porteiro(f"sqlite:///{tmp_path / 'p.db'}", source, interval=interval,
                             reconciler=True) as app:  # fmt: skip
             await gw.start(f"{app.url}/webhooks/pix")
-            # The merchant created these cobs (porteiro.client registers each like this).
+            # The merchant created these cobs (porteiro.outgoing.client registers each like this).
             store = reconcile_store(app.runtime.store)
             created: list[Any] = []
             for _ in range(50):

@@ -24,8 +24,8 @@ import httpx
 import psycopg
 import pytest
 
-from porteiro.app import create_app
 from porteiro.config import load_config
+from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.migrations import load_migrations, schema_mismatch
 from tests.e2e.processes import (

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 
-from porteiro.app import create_app
 from porteiro.config import Config, parse_config
 from porteiro.errors import AuthenticationError, ParseError
+from porteiro.http.app import create_app
 from porteiro.runtime import Runtime, utc_now
 from tests.e2e.conftest import PEER, SOURCE, admin_headers, asgi_client, make_config
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from porteiro.app import create_app
+from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from tests.e2e.conftest import ADMIN_TOKEN, SOURCE, event_body, make_config, standard_headers
 from tests.live_server import live_server

@@ -20,11 +20,11 @@ import pytest
 from starlette.applications import Starlette
 
 from porteiro import replay
-from porteiro.app import create_app
 from porteiro.config import Config, parse_config
+from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, StoredEvent
 from porteiro.providers.standard import StandardProvider
-from porteiro.reconcile import Reconciler
+from porteiro.reconcile.reconciler import Reconciler
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, Store

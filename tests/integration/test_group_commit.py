@@ -18,9 +18,9 @@ import psycopg
 import pytest
 import uvloop
 
-from porteiro.app import create_app
 from porteiro.config import ServerConfig
 from porteiro.errors import StoreUnavailable
+from porteiro.http.app import create_app
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.runtime import Runtime
 from porteiro.store import open_store

@@ -243,13 +243,12 @@ def _modules() -> list[Path]:
 
 
 def _provider_of(module: Path) -> str | None:
-    """The provider a module belongs to by its path (`providers/pix_auth.py`,
-    `providers/stripe/...`, `client_pix.py`, `fakes/pix.py`), None for a shared one
-    (reconcile.py, tls.py...)."""
+    """The provider a module belongs to by its path (`providers/pix/auth.py`,
+    `providers/stripe/...`, `outgoing/pix.py`, `fakes/pix.py`), None for a shared one
+    (reconcile/reconciler.py, http/tls.py...)."""
     for part in module.relative_to(SOURCE_TREE).with_suffix("").parts:
-        prefix = part.removeprefix("client_").split("_")[0]
-        if prefix in PROVIDER_OPTIONS:
-            return prefix
+        if part in PROVIDER_OPTIONS:
+            return part
     return None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from porteiro.gctune import YOUNG_THRESHOLD, tune_for_throughput
+from porteiro.http.gctune import YOUNG_THRESHOLD, tune_for_throughput
 
 
 def test_start_up_objects_are_frozen_and_young_collections_made_rare() -> None:

@@ -1,4 +1,4 @@
-"""[server]'s HTTP door keys (porteiro.http_limits): defaults, overrides, refusals."""
+"""[server]'s HTTP door keys (porteiro.http.limits): defaults, overrides, refusals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from porteiro.config import parse_config
 from porteiro.errors import ConfigError
-from porteiro.http_limits import ConnectionLimits
+from porteiro.http.limits import ConnectionLimits
 
 
 def test_the_door_has_bounded_defaults() -> None:

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from porteiro.ingest_metrics import IngestMetrics
 from porteiro.observability import _ACK_BUCKETS, Metrics
+from porteiro.observability.ingest import IngestMetrics
 
 SOURCES = ("stripe", "_unknown")
 OUTCOMES = ("accepted", "duplicate", "unauthorized")

@@ -24,8 +24,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("porteiro.model", ()),
     ("porteiro.errors", ()),
     ("porteiro.jsontext", ()),
-    ("porteiro.observability", ("porteiro.ingest_metrics",)),
-    ("porteiro.ingest_metrics", ()),
+    ("porteiro.observability", ("porteiro.observability.ingest",)),
+    ("porteiro.observability.ingest", ()),
 ]
 
 

@@ -27,13 +27,13 @@ from porteiro.errors import (
     NonRetryable,
     ParseError,
 )
+from porteiro.http.receiver import client_cert_der, client_cert_subject
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
 from porteiro.providers.pix import PixProvider
 from porteiro.providers.pix.payload import E2E_ID, RTR_ID
 from porteiro.providers.pix.samples import sample_txid
-from porteiro.receiver import client_cert_der, client_cert_subject
 from porteiro.runtime import utc_now
 from tests.fakes.pix import FakePsp, Issued, issue, make_ca
 from tests.live_server import live_server

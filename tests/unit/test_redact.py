@@ -1,4 +1,4 @@
-"""porteiro.redact: which values go, what stays exactly as received."""
+"""porteiro.http.redact: which values go, what stays exactly as received."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
-from porteiro.model import InboundRequest
-from porteiro.redact import (
+from porteiro.http.redact import (
     CREDENTIAL_HEADERS,
     CREDENTIAL_PARAMS,
     REDACTED,
@@ -20,6 +19,7 @@ from porteiro.redact import (
     redact_value,
     redaction_for,
 )
+from porteiro.model import InboundRequest
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 

@@ -48,7 +48,7 @@ MINIMAL: Mapping[str, SourceConfig] = {
 IO_MODULES = frozenset({
     "aiohttp", "anyio", "asyncio", "http.client", "httpx", "os", "pathlib", "requests",
     "shutil", "socket", "sqlite3", "ssl", "subprocess", "tempfile", "urllib.request",
-    "porteiro.gateway_http", "porteiro.providers.jwks", "porteiro.sinks", "porteiro.store",
+    "porteiro.outgoing.gateway_http", "porteiro.providers.jwks", "porteiro.sinks", "porteiro.store",
 })  # fmt: skip
 
 

@@ -21,7 +21,7 @@ import orjson
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import ConfigError
-from porteiro.gateway_http import retry_after
+from porteiro.outgoing.gateway_http import retry_after
 from porteiro.providers.standard.webhook import decode_secret, sign_headers
 from porteiro.sinks.fanout import message_id
 from porteiro.sinks.relay import SendResult, error_text

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable
-from porteiro.gateway_http import RateLimiter
 from porteiro.observability import logger
+from porteiro.outgoing.gateway_http import RateLimiter
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
 
 if TYPE_CHECKING:

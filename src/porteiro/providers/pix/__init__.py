@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 
 from porteiro.config import DEFAULT_RECONCILE_GRACE_SECONDS, SourceConfig
 from porteiro.errors import ConfigError
-from porteiro.gateway_http import GatewayPolicy
 from porteiro.observability import logger
+from porteiro.outgoing.gateway_http import GatewayPolicy
 from porteiro.providers.pix import auth as pix_auth
 from porteiro.providers.pix.api import PixApi, PixPspApi, client_tls
 from porteiro.providers.pix.samples import PixSamples

@@ -9,7 +9,7 @@ one refetch is tried when the API answers 401 (the PSP revoked it early). PSPs s
 also require the caller's own client certificate on every call: with `client_cert_file`
 the client uses a dedicated httpx client holding that certificate (the runtime's shared
 client has none), built lazily inside the running event loop and closed by `aclose`;
-it goes through porteiro.gateway_http (rate limit, retries of 429/5xx) with `policy`.
+it goes through porteiro.outgoing.gateway_http (rate limit, retries of 429/5xx) with `policy`.
 
 The adapter's side (`PixPspApi`): a thin paid Pix is confirmed against
 `GET /v2/pix/{e2eid}` (see the package docstring), a cob's status is read for
@@ -31,9 +31,9 @@ import httpx
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError, NonRetryable, ParseError
-from porteiro.gateway_http import GatewayPolicy, GatewayTransport
 from porteiro.model import WARNINGS_KEY, Kind, ParsedEvent
 from porteiro.observability import logger
+from porteiro.outgoing.gateway_http import GatewayPolicy, GatewayTransport
 from porteiro.providers import fields
 from porteiro.providers.pix.payload import (
     CURRENCY,

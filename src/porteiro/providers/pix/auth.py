@@ -2,7 +2,7 @@
 
 The BCB standard has no body signature: the PSP authenticates with a TLS client
 certificate. Porteiro learns that identity in one of two ways:
-- it terminated TLS itself (`porteiro serve` with TLS, see porteiro.tls): the receiver
+- it terminated TLS itself (`porteiro serve` with TLS, see porteiro.http.tls): the receiver
   fills `InboundRequest.client_cert_der`, and the leaf is re-verified here against THIS
   source's `mtls_ca_file`, so each source accepts only its own PSP's chain even though the
   server's handshake trusts the union of every source's CAs;

@@ -32,7 +32,7 @@ from uvicorn.config import Config as UvicornConfig
 
 from porteiro.config import Config
 from porteiro.errors import ConfigError
-from porteiro.http_limits import BoundedHttpToolsProtocol
+from porteiro.http.limits import BoundedHttpToolsProtocol
 
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 _VERSION_CODES = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
@@ -89,7 +89,7 @@ def _wrap(app: ASGIApp, transport: asyncio.BaseTransport) -> ASGIApp | None:
 
 
 class TlsHttpToolsProtocol(BoundedHttpToolsProtocol):
-    """The bounded httptools protocol (porteiro.http_limits), with each connection's
+    """The bounded httptools protocol (porteiro.http.limits), with each connection's
     TLS facts handed to the app. A module-level class, not one made per call: `serve
     --receivers N` pickles uvicorn's Config, protocol class included, to its processes."""
 

@@ -1,4 +1,4 @@
-"""Admin API for reconciliation reports (behind the admin token of porteiro.api).
+"""Admin API for reconciliation reports (behind the admin token of porteiro.http.admin).
 
 GET /api/reconciliation/reports?source=&limit=   newest first, summaries only
 GET /api/reconciliation/reports/{id}              one report with its findings
@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.api import AdminApi, json_response
-from porteiro.api_params import optional_text, parse_id, parse_limit
-from porteiro.receiver import json_error
+from porteiro.http.admin import AdminApi, json_response
+from porteiro.http.params import optional_text, parse_id, parse_limit
+from porteiro.http.receiver import json_error
 from porteiro.runtime import Runtime
 from porteiro.store.reconcile import StoredReport, reconcile_store
 

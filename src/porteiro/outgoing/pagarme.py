@@ -15,14 +15,14 @@ from typing import Any
 
 import httpx
 
-from porteiro.client_request import (
+from porteiro.config import SourceConfig
+from porteiro.outgoing.request import (
     CreateRequest,
     GatewayReply,
     InvalidRequest,
     merge,
     required_api_key,
 )
-from porteiro.config import SourceConfig
 from porteiro.providers.pagarme.api import DEFAULT_API_BASE_URL
 
 

@@ -29,10 +29,10 @@ from starlette.types import Receive, Scope, Send
 
 from porteiro import storable
 from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
+from porteiro.http.redact import Redaction, redactions
 from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers.base import Ack, Provider, SupportsPrepare
-from porteiro.redact import Redaction, redactions
 from porteiro.runtime import Runtime
 from porteiro.store.base import RecordResult
 
@@ -71,7 +71,7 @@ def client_cert_subject(scope: Scope) -> str | None:
     """The verified TLS client certificate subject, if the server checked one.
 
     Reads the ASGI TLS extension (`client_cert_name`, only when `client_cert_error` is
-    empty), which `porteiro serve` fills when it terminates TLS (porteiro.tls). A trusted
+    empty), which `porteiro serve` fills when it terminates TLS (porteiro.http.tls). A trusted
     proxy's verified-client headers are not read here: which proxies are trusted is a
     per-source setting, so the adapter (providers/pix/auth.py) honours them itself.
     """
@@ -82,7 +82,7 @@ def client_cert_subject(scope: Scope) -> str | None:
 
 def client_cert_der(scope: Scope) -> bytes | None:
     """The verified client certificate (DER), so an adapter can re-check it against its
-    own CA bundle: porteiro.tls's `client_cert_der`, else the first PEM of the standard
+    own CA bundle: porteiro.http.tls's `client_cert_der`, else the first PEM of the standard
     `client_cert_chain` that other ASGI servers fill."""
     tls = _verified_tls(scope)
     if not tls:
@@ -173,7 +173,7 @@ class Receiver:
         # An ack is constant per provider (`ack()` takes nothing) and a Response only
         # reads itself when sent: one per source, not one per request.
         self._acks = {name: _ack_response(p.ack()) for name, p in runtime.providers.items()}
-        # Credentials are redacted after verify and before storage (porteiro.redact).
+        # Credentials are redacted after verify and before storage (porteiro.http.redact).
         self._redactions = redactions(runtime.config.sources)
 
     async def handle(self, request: Request) -> Response:
@@ -213,7 +213,7 @@ class Receiver:
         # Counted from here, once the body is in: a request still sending its body holds
         # nothing of the store's, and counting it let a thousand stalled senders turn
         # every signed delivery into a 503 (a slow body is bounded by [server]
-        # body_timeout_seconds instead, in porteiro.http_limits).
+        # body_timeout_seconds instead, in porteiro.http.limits).
         if self._inflight >= self._max_inflight:
             self._metrics.delivery(source, "saturated")
             return json_error(503, "ingest saturated", self._retry_after)

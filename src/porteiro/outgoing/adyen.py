@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from porteiro.client_request import CreateRequest, GatewayReply, merge, required_api_key
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
+from porteiro.outgoing.request import CreateRequest, GatewayReply, merge, required_api_key
 
 
 class AdyenCreate:

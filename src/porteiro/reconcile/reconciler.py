@@ -10,7 +10,7 @@ applies them through the ledger, so a late webhook and a poll converge.
 - `audit_window`: the gateway's list for a time window compared with the store (missing,
   divergent, unknown), the missing ingested, the report saved and written as JSON + CSV.
 
-Every gateway call goes through porteiro.gateway_http (per-source rate limit, retries of
+Every gateway call goes through porteiro.outgoing.gateway_http (per-source rate limit, retries of
 429/5xx honouring Retry-After). Adyen has no status read: its reports say so.
 """
 
@@ -32,11 +32,11 @@ from porteiro.config import (
     SourceConfig,
 )
 from porteiro.errors import PorteiroError, StoreUnavailable
-from porteiro.gateway_http import GatewayPolicy, gateway_client
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.observability import logger
+from porteiro.outgoing.gateway_http import GatewayPolicy, gateway_client
 from porteiro.providers.base import Provider, SupportsWindow, SupportsWindowScope, is_snapshot
-from porteiro.reconcile_report import (
+from porteiro.reconcile.report import (
     NO_STATUS_READ,
     AuditReport,
     Finding,

@@ -8,29 +8,22 @@ configuration is read here from the root command's --config, like every command 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import click
-import orjson
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from porteiro.config import Config, load_config
+from porteiro.cli import _common as common
+from porteiro.config import Config
 from porteiro.runtime import check_schema_at_start, utc_now
 from porteiro.sinks import operations
 from porteiro.store import open_store
 from porteiro.store.outbox import OutboxStatus, OutboxStore, outbox_store
 
 T = TypeVar("T")
-
-
-def _config(ctx: click.Context) -> Config:
-    return load_config(ctx.find_root().params.get("config_path"), os.environ)
 
 
 @asynccontextmanager
@@ -57,33 +50,21 @@ def _run(config: Config, work: Callable[[OutboxStore], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
-def _console() -> Console:
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
-
-
-def _json_line(value: object) -> None:
-    click.echo(orjson.dumps(value).decode())
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="JSON lines on stdout")
-
-
 @click.group()
 def destinations() -> None:
     """Merchant delivery: destinations, their outbox and dead letters."""
 
 
 @destinations.command("list")
-@json_option
+@common.json_option
 @click.pass_context
 def list_(ctx: click.Context, as_json: bool) -> None:
     """Every configured destination with its state and backlog."""
-    config = _config(ctx)
+    config = common.config(ctx)
     views = _run(config, lambda store: operations.overview(store, config.destinations))
     if as_json:
         for view in views:
-            _json_line(operations.view_to_json(view))
+            common.json_line(operations.view_to_json(view))
         return
     table = Table("name", "transport", "status", "pending", "delivering", "done", "dead")
     table.add_column("target / reason", overflow="fold")
@@ -96,7 +77,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
             view.config.name, view.config.transport, view.status, str(backlog["pending"]),
             str(backlog["delivering"]), str(backlog["done"]), str(backlog["dead"]), note,
         )  # fmt: skip
-    _console().print(table)
+    common.console().print(table)
 
 
 @destinations.command()
@@ -104,7 +85,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def pause(ctx: click.Context, name: str) -> None:
     """Stop sending to NAME; its events accumulate in the outbox."""
-    config = _config(ctx)
+    config = common.config(ctx)
     operations.configured(config.destinations, name)
     _run(config, lambda store: operations.pause(store, name, utc_now()))
     click.echo(f"{name}: paused (events accumulate; `porteiro destinations resume {name}`)")
@@ -115,7 +96,7 @@ def pause(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def resume(ctx: click.Context, name: str) -> None:
     """Send to NAME again (also re-enables it after a 410 and closes its circuit)."""
-    config = _config(ctx)
+    config = common.config(ctx)
     operations.configured(config.destinations, name)
     _run(config, lambda store: operations.resume(store, name, utc_now()))
     click.echo(f"{name}: active")
@@ -125,17 +106,17 @@ def resume(ctx: click.Context, name: str) -> None:
 @click.argument("name")
 @click.option("--status", type=click.Choice([s.value for s in OutboxStatus]))
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@json_option
+@common.json_option
 @click.pass_context
 def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_json: bool) -> None:
     """NAME's outbox rows, newest first."""
-    config = _config(ctx)
+    config = common.config(ctx)
     operations.configured(config.destinations, name)
     chosen = None if status is None else OutboxStatus(status)
     page = _run(config, lambda store: store.list_outbox(name, chosen, None, limit))
     if as_json:
         for row in page.items:
-            _json_line(operations.row_to_json(row))
+            common.json_line(operations.row_to_json(row))
         return
     table = Table("id", "event", "source", "object", "kind", "status", "tries", "next try")
     table.add_column("last status / error", overflow="fold", max_width=50)
@@ -146,7 +127,7 @@ def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_jso
             row.status.value, str(row.attempts),
             row.next_attempt_at.isoformat(timespec="seconds"), last,
         )  # fmt: skip
-    _console().print(table)
+    common.console().print(table)
 
 
 @destinations.command()
@@ -155,16 +136,9 @@ def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_jso
 @click.pass_context
 def redrive(ctx: click.Context, name: str, ids: Sequence[int]) -> None:
     """Make NAME's dead rows pending again (they then block nothing behind them)."""
-    config = _config(ctx)
+    config = common.config(ctx)
     operations.configured(config.destinations, name)
-    console = Console(stderr=True)
-    columns = (TextColumn("redrive"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task("redrive", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with common.progress("redrive") as progress:
         moved = _run(
             config,
             lambda store: operations.redrive(
@@ -187,7 +161,7 @@ def relay(
     """Run the outbox relays standalone (`serve` runs them too, beside its worker)."""
     from porteiro.sinks.relay import build_relays
 
-    config = _config(ctx)
+    config = common.config(ctx)
     chosen = [operations.configured(config.destinations, name) for name in names] or list(
         config.destinations.values()
     )

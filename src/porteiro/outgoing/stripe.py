@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from porteiro.client_request import CreateRequest, GatewayReply, merge, required_api_key
 from porteiro.config import SourceConfig
+from porteiro.outgoing.request import CreateRequest, GatewayReply, merge, required_api_key
 from porteiro.providers.stripe.api import DEFAULT_API_BASE_URL
 
 

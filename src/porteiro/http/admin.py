@@ -9,7 +9,7 @@ on /api/replay first re-parses the raw deliveries with the current adapter code,
 dead unparseable deliveries and requeues the other dead events; it too refuses an empty
 selection unless the caller asks for `{"all": true}`.
 
-Every parameter is parsed in porteiro.api_params before a store is asked, so a bad one
+Every parameter is parsed in porteiro.http.params before a store is asked, so a bad one
 is a JSON 400 (or 404 for an id no row can have), never a store error surfacing as 500;
 `http_error` makes the router's own 404 and 405 JSON too.
 """
@@ -29,8 +29,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro import jsonview, replay
-from porteiro.api_params import (
+from porteiro import replay
+from porteiro.errors import StoreUnavailable
+from porteiro.http import jsonview
+from porteiro.http.openapi import openapi_document
+from porteiro.http.params import (
     BadRequest,
     optional_text,
     parse_datetime,
@@ -41,10 +44,8 @@ from porteiro.api_params import (
     parse_limit,
     text,
 )
-from porteiro.errors import StoreUnavailable
+from porteiro.http.receiver import BodyTooLarge, body_too_large, json_error, read_capped
 from porteiro.model import EventStatus, Kind
-from porteiro.openapi import openapi_document
-from porteiro.receiver import BodyTooLarge, body_too_large, json_error, read_capped
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 

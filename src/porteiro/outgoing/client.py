@@ -24,11 +24,14 @@ from typing import Any
 
 import httpx
 
-from porteiro.client_adyen import AdyenCreate
-from porteiro.client_mercadopago import MercadoPagoCreate
-from porteiro.client_pagarme import PagarmeCreate
-from porteiro.client_pix import PixCreate, pix_txid
-from porteiro.client_request import (
+from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError, GatewayError, PorteiroError
+from porteiro.observability import logger
+from porteiro.outgoing.adyen import AdyenCreate
+from porteiro.outgoing.mercadopago import MercadoPagoCreate
+from porteiro.outgoing.pagarme import PagarmeCreate
+from porteiro.outgoing.pix import PixCreate, pix_txid
+from porteiro.outgoing.request import (
     CreateRequest,
     GatewayCreate,
     InvalidRequest,
@@ -36,10 +39,7 @@ from porteiro.client_request import (
     fingerprint,
     new_request,
 )
-from porteiro.client_stripe import StripeCreate
-from porteiro.config import SourceConfig
-from porteiro.errors import ConfigError, GatewayError, PorteiroError
-from porteiro.observability import logger
+from porteiro.outgoing.stripe import StripeCreate
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store.client import IdempotencyKey, IdempotencyStore, KeyState

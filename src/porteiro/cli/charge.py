@@ -11,7 +11,6 @@ configuration error (incl. a key reused for another request), 3 unresolved.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -19,15 +18,16 @@ from typing import Any, TypeVar
 import click
 import orjson
 
-from porteiro.client import (
+from porteiro.cli import _common as common
+from porteiro.config import Config
+from porteiro.errors import PorteiroError
+from porteiro.outgoing.client import (
     DEFAULT_POLICY,
     CreateRejected,
     CreateResult,
     CreateUnresolved,
     PaymentClient,
 )
-from porteiro.config import Config, load_config
-from porteiro.errors import PorteiroError
 from porteiro.runtime import Runtime
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ def _with_client(
     ctx: click.Context, source: str, options: Mapping[str, Any],
     work: Callable[[PaymentClient], Awaitable[T]],
 ) -> T:  # fmt: skip
-    config: Config = load_config(ctx.find_root().params.get("config_path"), os.environ)
+    config: Config = common.config(ctx)
 
     async def run() -> T:
         runtime = Runtime.build(config)

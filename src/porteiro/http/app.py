@@ -1,7 +1,7 @@
 """The ASGI application: receiver, probes, metrics and admin API on one Starlette app.
 
 `create_app` takes a built Runtime (nothing read from the environment); `asgi_app` is the
-entry point for `uvicorn porteiro.app:asgi_app --factory` and the only place here that
+entry point for `uvicorn porteiro.http.app:asgi_app --factory` and the only place here that
 reads the environment.
 """
 
@@ -22,14 +22,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from porteiro.api import AdminApi, http_error
-from porteiro.api_destinations import destination_routes
-from porteiro.api_reconcile import reconcile_routes
 from porteiro.config import load_config
 from porteiro.errors import StoreUnavailable
-from porteiro.gctune import tune_for_throughput
+from porteiro.http.admin import AdminApi, http_error
+from porteiro.http.admin_destinations import destination_routes
+from porteiro.http.admin_reconcile import reconcile_routes
+from porteiro.http.gctune import tune_for_throughput
+from porteiro.http.receiver import Receiver, json_error, webhook_source
 from porteiro.observability import configure_logging, logger
-from porteiro.receiver import Receiver, json_error, webhook_source
 from porteiro.runtime import Runtime
 from porteiro.store.base import OPEN_STATUSES
 from porteiro.store.migrations import SchemaMismatch
@@ -166,7 +166,7 @@ class PorteiroApp(Starlette):
             await super().__call__(scope, receive, send)
         except ClientDisconnect:
             # The client left mid-body, or was cut at [server] body_timeout_seconds
-            # (porteiro.http_limits): no one to answer, and no server error to log.
+            # (porteiro.http.limits): no one to answer, and no server error to log.
             return
 
 
@@ -199,7 +199,7 @@ def _report_crash(task: asyncio.Task[None]) -> None:
 
 
 def asgi_app() -> Starlette:
-    """`uvicorn porteiro.app:asgi_app --factory`: config from PORTEIRO_CONFIG / env.
+    """`uvicorn porteiro.http.app:asgi_app --factory`: config from PORTEIRO_CONFIG / env.
 
     Migrates on start only for the embedded SQLite default; PostgreSQL is migrated on
     purpose with `porteiro db upgrade`.

@@ -1,8 +1,4 @@
-"""`porteiro fake-provider`: serve a fake gateway (API + signed webhooks with faults).
-
-Registered on the main CLI by cli.py; also runnable alone as
-`python -m porteiro.cli_fake --provider stripe ...`.
-"""
+"""`porteiro fake-provider`: serve a fake gateway (API + signed webhooks with faults)."""
 
 from __future__ import annotations
 
@@ -93,11 +89,3 @@ async def _serve(server: FakeServer, host: str, port: int, exit_when_done: bool)
         summary = server.state()["webhooks"]
         click.echo(json.dumps({"done": server.emitter.done, **summary}), err=False)
     await serving
-
-
-def main() -> None:
-    fake_provider(prog_name="porteiro fake-provider")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Admin API for merchant delivery (behind the admin token of porteiro.api).
+"""Admin API for merchant delivery (behind the admin token of porteiro.http.admin).
 
 GET  /api/destinations                       each destination: state and backlog
 POST /api/destinations/{name}/pause          stop sending; events accumulate
@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.api import AdminApi, json_response
-from porteiro.api import read_json_object as read_body
-from porteiro.api_params import BadRequest, parse_enum, parse_ids, parse_limit
 from porteiro.config import DestinationConfig
-from porteiro.receiver import json_error
+from porteiro.http.admin import AdminApi, json_response
+from porteiro.http.admin import read_json_object as read_body
+from porteiro.http.params import BadRequest, parse_enum, parse_ids, parse_limit
+from porteiro.http.receiver import json_error
 from porteiro.runtime import Runtime
 from porteiro.sinks import operations
 from porteiro.store.outbox import OutboxStatus, outbox_store

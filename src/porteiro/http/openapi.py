@@ -479,7 +479,7 @@ def _admin_paths() -> dict[str, Any]:
 
 
 def _reconcile_paths() -> dict[str, Any]:
-    """Reconciliation reports (porteiro.api_reconcile; docs/reconciliation.md)."""
+    """Reconciliation reports (porteiro.http.admin_reconcile; docs/reconciliation.md)."""
     summary = {"type": "object", "description": "Counts: listed, missing, divergent..."}
     report = {
         "type": "object",
@@ -514,7 +514,7 @@ def _reconcile_paths() -> dict[str, Any]:
 
 
 def _destination_paths() -> dict[str, Any]:
-    """Merchant delivery (porteiro.api_destinations; docs/destinations.md)."""
+    """Merchant delivery (porteiro.http.admin_destinations; docs/destinations.md)."""
     name = _path("name")
     backlog = {
         "type": "object",

@@ -20,9 +20,9 @@ from urllib.parse import quote
 
 import httpx
 
-from porteiro.client_request import CreateRequest, GatewayReply, InvalidRequest, merge
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, ParseError
+from porteiro.outgoing.request import CreateRequest, GatewayReply, InvalidRequest, merge
 from porteiro.providers.fields import parse_rfc3339
 from porteiro.providers.pix.api import PixApi, client_tls
 from porteiro.providers.pix.payload import format_valor

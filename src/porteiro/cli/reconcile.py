@@ -10,11 +10,9 @@ Registered in cli.py. The configuration is read here, at the entry point.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import signal
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 import click
@@ -23,30 +21,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from porteiro.config import Config, load_config
-from porteiro.reconcile import Reconciler
-from porteiro.reconcile_report import AuditReport, StaleReport
+from porteiro.cli import _common as common
+from porteiro.config import Config
+from porteiro.reconcile.reconciler import Reconciler
+from porteiro.reconcile.report import AuditReport, StaleReport
 from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 
 T = TypeVar("T")
-_RELATIVE = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_when(value: str, now: datetime) -> datetime:
-    """ISO 8601 (naive means UTC) or an age before `now` such as 30m, 2h, 7d."""
-    relative = _RELATIVE.match(value)
-    if relative:
-        return now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: use ISO 8601 or an age (30m, 2h, 7d)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _when(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
-    return None if value is None else parse_when(value, utc_now())
 
 
 def _with_reconciler(config: Config, work: Callable[[Reconciler], Awaitable[T]]) -> T:
@@ -73,8 +54,8 @@ def _with_reconciler(config: Config, work: Callable[[Reconciler], Awaitable[T]])
 
 @click.command("reconcile")
 @click.option("--source", help="the source to audit (a window audit needs it)")
-@click.option("--since", callback=_when, help="window start (ISO 8601 or an age: 24h)")
-@click.option("--until", callback=_when, help="window end, excluded (default: now)")
+@click.option("--since", callback=common.when, help="window start (ISO 8601 or an age: 24h)")
+@click.option("--until", callback=common.when, help="window end, excluded (default: now)")
 @click.option("--ingest/--no-ingest", default=True, help="store what is missing (default)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="report folder")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
@@ -93,7 +74,7 @@ def reconcile(
     loop: bool,
 ) -> None:
     """Ask the gateways about what their webhooks never said."""
-    config = load_config(ctx.find_root().params.get("config_path"), os.environ)
+    config = common.config(ctx)
     if stale or loop:
         if source or since:
             raise click.UsageError("--stale/--loop run over every source: no window options")
@@ -162,7 +143,7 @@ def _echo_audit(report: AuditReport, as_json: bool) -> None:
     if as_json:
         click.echo(orjson.dumps(report.to_json()).decode())
         return
-    console = _console()
+    console = common.console()
     summary = report.summary()
     table = Table("source", "window", "listed", "payments", "missing", "divergent", "unknown",
                   "ingested", "seconds")  # fmt: skip
@@ -199,10 +180,5 @@ def _echo_stale(report: StaleReport, as_json: bool) -> None:
             cycle.source, str(cycle.checked), str(cycle.found), str(cycle.new),
             str(cycle.duplicates), str(len(cycle.errors)), row["note"] or "",
         )  # fmt: skip
-    _console().print(table)
+    common.console().print(table)
     click.echo(f"{report.checked} stale payments checked")
-
-
-def _console() -> Console:
-    console = Console()
-    return console if console.is_terminal else Console(width=200)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from porteiro.ingest_metrics import IngestMetrics
+from porteiro.observability.ingest import IngestMetrics
 
 _ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
