@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from porteiro.errors import PorteiroError
+
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 # Row ids are 64-bit signed integers in both stores.
@@ -24,7 +26,7 @@ _DIGITS = re.compile(r"[0-9]+")
 E = TypeVar("E", bound=StrEnum)
 
 
-class BadRequest(Exception):
+class BadRequest(PorteiroError):
     """The caller's input is invalid: 400 with this message."""
 
 

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from porteiro import storable
-from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
+from porteiro.errors import AuthenticationError, ParseError, PorteiroError, StoreUnavailable
 from porteiro.http.redact import Redaction, redactions
 from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
@@ -106,7 +106,7 @@ def _verified_tls(scope: Scope) -> dict[str, Any] | None:
     return tls
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(PorteiroError):
     """The request body exceeds the configured cap."""
 
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from porteiro.errors import PorteiroError
 from porteiro.model import Outcome
 
 # Placeholders are psycopg style on both stores: `%s` with a sequence, `%(name)s` with a
@@ -19,7 +20,7 @@ from porteiro.model import Outcome
 Params = Sequence[Any] | Mapping[str, Any]
 
 
-class HandlerFailed(Exception):
+class HandlerFailed(PorteiroError):
     """A handler raised: its event rolls back and retries (the message names the handler)."""
 
 

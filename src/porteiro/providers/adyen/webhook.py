@@ -18,6 +18,7 @@ from porteiro.errors import (
     MalformedHeader,
     MissingHeader,
     ParseError,
+    PorteiroError,
     SignatureMismatch,
 )
 from porteiro.model import InboundRequest, Kind, ParsedEvent
@@ -136,7 +137,7 @@ RULES: Mapping[str, str] = {
 }
 
 
-class _Unreadable(Exception):
+class _Unreadable(PorteiroError):
     """The body is not a JSON notification: unauthenticatable, or unparseable."""
 
 
