@@ -162,6 +162,25 @@ async def test_list_pages_and_redrive_in_batches(outbox: OutboxStore) -> None:
     assert (await outbox.outbox_backlog())["erp"]["pending"] == count
 
 
+async def test_redrive_by_more_ids_than_one_in_list_takes_one_batch(outbox: OutboxStore) -> None:
+    count = REDRIVE_BATCH + 20
+    rows = [
+        row for n in range(1, count + 1) for row in rows_for(n, f"p{n}") if row.destination == "erp"
+    ]
+    await outbox.enqueue_outbox(rows, T0)
+    claims = await outbox.claim_outbox("erp", "r", count, LEASE, T0)
+    for claim in claims:
+        await outbox.dead_outbox(claim, "boom", None, T0)
+    ids = [claim.row.id for claim in claims]
+    chosen = [*ids[:10], *ids[-(REDRIVE_BATCH + 5) :], 10**9]  # and one that is not there
+    assert await outbox.redrive_outbox("erp", T0, ids=chosen) == REDRIVE_BATCH
+    assert await outbox.redrive_outbox("erp", T0, ids=chosen) == 15
+    assert await outbox.redrive_outbox("erp", T0, ids=chosen) == 0
+    assert await outbox.redrive_outbox("erp", T0, ids=[]) == 0
+    backlog = (await outbox.outbox_backlog())["erp"]
+    assert (backlog["pending"], backlog["dead"]) == (REDRIVE_BATCH + 15, 5)
+
+
 async def test_insert_inside_the_callers_sqlite_transaction(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     store = open_store(f"sqlite:///{path}")

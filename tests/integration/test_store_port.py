@@ -13,7 +13,7 @@ import pytest
 from porteiro.store import rows
 from porteiro.store.base import Store
 from porteiro.store.dialect import POSTGRES, SQLITE
-from porteiro.store.port import Port
+from porteiro.store.port import Port, Queries
 
 NOT_NULL = (sqlite3.IntegrityError, psycopg.errors.NotNullViolation)
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -103,3 +103,28 @@ def test_the_dialects_differ_only_in_binding() -> None:
     with pytest.raises(ValueError, match="chunks"):
         POSTGRES.in_list("c", "v", list(range(POSTGRES.in_list_max + 1)))
     assert [len(c) for c in SQLITE.chunks(list(range(1001)))] == [500, 500, 1]
+
+
+async def test_a_transaction_keeps_all_of_its_work_or_none(store: Store) -> None:
+    port = port_of(store)
+    d = port.dialect
+
+    def report(source: str) -> dict[str, object]:
+        return {"source": source, "at": d.time(T0), "summary": d.json({}), "body": d.json({})}
+
+    async def both(tx: Queries) -> list[str]:
+        assert await tx.execute(INSERT, report("kept")) == 1
+        assert await tx.execute(INSERT, report("kept")) == 1
+        return [row["source"] for row in await tx.fetch(BY_SOURCE, {"source": "kept"})]
+
+    assert await port.transaction(both) == ["kept", "kept"]
+
+    async def half(tx: Queries) -> None:
+        await tx.execute(INSERT, report("lost"))
+        assert await tx.fetch_one(BY_SOURCE, {"source": "lost"}) is not None
+        raise LookupError("changed its mind")
+
+    with pytest.raises(LookupError):
+        await port.transaction(half)
+    assert await port.fetch_one(BY_SOURCE, {"source": "lost"}) is None
+    assert len(await port.fetch(BY_SOURCE, {"source": "kept"})) == 2

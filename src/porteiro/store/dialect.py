@@ -4,8 +4,9 @@ A shared query is written once, with psycopg's named placeholders (`%(name)s`, `
 a literal percent sign), and its dialect turns it into what its driver takes. The
 values differ too: a time (SQLite keeps ISO-8601 UTC text, whose order is time order;
 PostgreSQL timestamptz), a JSON document (text; jsonb) and the values of an IN-list (one
-placeholder each, within SQLite's bound-variable limit; one array). Nothing else differs
-in the verbs written over the connection port (store/port.py).
+placeholder each, within SQLite's bound-variable limit; one array), and row locks (SQLite's
+one writer holds the whole database). Nothing else differs in the verbs written over the
+connection port (store/port.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Dialect:
     arrays: bool
     # Values per IN-list at most: callers split longer lists with `chunks`.
     in_list_max: int
+    # True: a transaction locks the rows it reads to change (FOR UPDATE); False: its
+    # one writer holds the whole database already (SQLite's BEGIN IMMEDIATE).
+    locks_rows: bool
 
     def optional_time(self, value: datetime | None) -> Any:
         return None if value is None else self.time(value)
@@ -51,6 +55,13 @@ class Dialect:
             return f"{column} = ANY(%({name})s)", {name: list(values)}
         params = {f"{name}_{n}": value for n, value in enumerate(values)}
         return f"{column} IN ({', '.join(f'%({key})s' for key in params)})", params
+
+    def lock(self, *, skip_locked: bool = False) -> str:
+        """The clause ending a SELECT whose rows its transaction goes on to change:
+        locked (or, `skip_locked`, passed over while another transaction holds them)."""
+        if not self.locks_rows:
+            return ""
+        return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
 
     def chunks(self, values: Sequence[T]) -> Iterator[Sequence[T]]:
         """`values` in slices that each fit one IN-list."""
@@ -73,6 +84,7 @@ SQLITE = Dialect(
     arrays=False,
     # Far below SQLite's limit on bound variables, with room for the query's own.
     in_list_max=500,
+    locks_rows=False,
 )
 
 POSTGRES = Dialect(
@@ -82,4 +94,5 @@ POSTGRES = Dialect(
     json=json_param,
     arrays=True,
     in_list_max=5000,
+    locks_rows=True,
 )

@@ -2,7 +2,8 @@
 
 The ledger transaction inserts rows (store/sqlite_outbox.insert_outbox_sqlite,
 store/pg_outbox.insert_outbox_pg); relays (porteiro.sinks) claim, settle and redrive them.
-Implemented by store/sqlite_outbox.py and store/pg_outbox.py as mixins.
+Settled and operated by store/outbox_verbs.py, written once for both stores; claimed
+by store/sqlite_outbox.py and store/pg_outbox.py.
 
 Claims follow the event worker: a lease plus a token that fences every later write, so a
 relay that died (or stalled past its lease) loses its rows to another relay and its late
@@ -12,7 +13,6 @@ earlier row (lower id) of the same (destination, source, object_id) is `done`.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -84,43 +84,6 @@ class DestinationState:
     @property
     def active(self) -> bool:
         return not self.paused and self.disabled_reason is None
-
-
-class OutboxSettlement(ABC):
-    """The settle verbs, the same on every dialect: each is one fenced `_settle`."""
-
-    async def complete_outbox(self, claim: OutboxClaim, result: str, now: datetime) -> bool:
-        return await self._settle(claim, OutboxStatus.DONE, now, result=result, delivered=True)
-
-    async def retry_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, at: datetime, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.PENDING, now, error, result, at)
-
-    async def dead_outbox(
-        self, claim: OutboxClaim, error: str, result: str | None, now: datetime
-    ) -> bool:
-        return await self._settle(claim, OutboxStatus.DEAD, now, error, result)
-
-    async def release_outbox(self, claim: OutboxClaim, now: datetime) -> bool:
-        return await self._settle(
-            claim, OutboxStatus.PENDING, now, claim.row.last_error, at=now, recount=-1
-        )
-
-    @abstractmethod
-    async def _settle(
-        self,
-        claim: OutboxClaim,
-        status: OutboxStatus,
-        now: datetime,
-        error: str | None = None,
-        result: str | None = None,
-        at: datetime | None = None,
-        *,
-        delivered: bool = False,
-        recount: int = 0,
-    ) -> bool:
-        """Fenced by the claim token: set status, error, result, next attempt."""
 
 
 @runtime_checkable

@@ -4,17 +4,19 @@ one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from porteiro.store import pg_queries as q
 from porteiro.store.dialect import POSTGRES, Dialect
-from porteiro.store.port import Params
+from porteiro.store.port import Params, Queries
 from porteiro.store.rows import Row
 
+T = TypeVar("T")
 Connection = AsyncConnection[DictRow]
 
 
@@ -28,18 +30,15 @@ class PgPort:
 
     async def fetch(self, sql: str, params: Params) -> Sequence[Row]:
         async with self._connection() as conn:
-            cursor = await conn.execute(sql, params)
-            return await cursor.fetchall()
+            return await _OnConnection(conn).fetch(sql, params)
 
     async def fetch_one(self, sql: str, params: Params) -> Row | None:
         async with self._connection() as conn:
-            cursor = await conn.execute(sql, params)
-            return await cursor.fetchone()
+            return await _OnConnection(conn).fetch_one(sql, params)
 
     async def execute(self, sql: str, params: Params) -> int:
         async with self._connection() as conn:
-            cursor = await conn.execute(sql, params)
-            return cursor.rowcount
+            return await _OnConnection(conn).execute(sql, params)
 
     async def execute_many(self, sql: str, params: Sequence[Params]) -> None:
         if not params:
@@ -59,6 +58,27 @@ class PgPort:
                 found.extend(await result.fetchall())
         return found
 
+    async def transaction(self, work: Callable[[Queries], Awaitable[T]]) -> T:
+        async with self._connection() as conn, conn.transaction():
+            return await work(_OnConnection(conn))
+
     async def wake_workers(self) -> None:
         async with self._connection() as conn:
             await conn.execute(q.NOTIFY)
+
+
+class _OnConnection:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, params: Params) -> Sequence[Row]:
+        cursor = await self._conn.execute(sql, params)
+        return await cursor.fetchall()
+
+    async def fetch_one(self, sql: str, params: Params) -> Row | None:
+        cursor = await self._conn.execute(sql, params)
+        return await cursor.fetchone()
+
+    async def execute(self, sql: str, params: Params) -> int:
+        cursor = await self._conn.execute(sql, params)
+        return cursor.rowcount

@@ -1,35 +1,39 @@
-"""The connection port: the few async calls the cold verbs (reconcile, idempotency keys)
-are written over, once for both stores. Each store offers it on its own connection
-(store/sqlite_port.py, store/pg_port.py); queries are written in the port's dialect
-(store/dialect.py) and rendered by the port.
+"""The connection port: the few async calls the cold verbs (reconcile, idempotency keys,
+the outbox's operator verbs) are written over, once for both stores. Each store offers
+it on its own connection (store/sqlite_port.py, store/pg_port.py); queries are written
+in the port's dialect (store/dialect.py) and rendered by the port.
 
-Every call is its own transaction (a write is committed when it returns) and raises
-StoreUnavailable when the database cannot be reached, as the store's other calls do.
+Every call is its own transaction (a write is committed when it returns), except inside
+`transaction`, and raises StoreUnavailable when the database cannot be reached, as the
+store's other calls do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from porteiro.store.dialect import Dialect
 from porteiro.store.rows import Row
 
+T = TypeVar("T")
 Params = dict[str, Any]
 
 
-class Port(Protocol):
-    @property
-    def dialect(self) -> Dialect: ...
-
+class Queries(Protocol):
     async def fetch(self, sql: str, params: Params) -> Sequence[Row]:
-        """Read: every row of one query, as mappings by column name."""
+        """Every row of one query, as mappings by column name."""
 
     async def fetch_one(self, sql: str, params: Params) -> Row | None:
-        """Read: the first row of one query, or None."""
+        """The first row of one query, or None."""
 
     async def execute(self, sql: str, params: Params) -> int:
-        """One write, committed: how many rows it changed."""
+        """One write: how many rows it changed."""
+
+
+class Port(Queries, Protocol):
+    @property
+    def dialect(self) -> Dialect: ...
 
     async def execute_many(self, sql: str, params: Sequence[Params]) -> None:
         """One write per parameter set, all in one transaction."""
@@ -37,6 +41,11 @@ class Port(Protocol):
     async def write_returning(self, sql: str, params: Sequence[Params]) -> Sequence[Row]:
         """One write with RETURNING per parameter set, all in one transaction: every row
         they returned, in order."""
+
+    async def transaction(self, work: Callable[[Queries], Awaitable[T]]) -> T:
+        """`work`'s queries in ONE transaction, committed when it returns (rolled back
+        when it raises). `work` awaits nothing but its queries: on SQLite it runs on the
+        store's thread, where nothing else can be awaited."""
 
     async def wake_workers(self) -> None:
         """Tell idle workers that new events may be due (after the commit)."""

@@ -60,6 +60,7 @@ from porteiro.store.migrations import (
     load_migrations,
     schema_mismatch,
 )
+from porteiro.store.outbox_verbs import OutboxVerbs
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_port import PgPort
 from porteiro.store.reconcile_verbs import ReconcileVerbs
@@ -70,7 +71,7 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxPostgresMixin):
+class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgresMixin):
     def __init__(
         self,
         conninfo: str,

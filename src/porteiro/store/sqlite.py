@@ -54,6 +54,7 @@ from porteiro.store.migrations import (
     load_migrations,
     schema_mismatch,
 )
+from porteiro.store.outbox_verbs import OutboxVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_held import run_held
@@ -77,7 +78,7 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxSqliteMixin):
+class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMixin):
     def __init__(
         self,
         path: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from porteiro.store.apply import HandlerFailed, Params, Result
@@ -30,9 +30,18 @@ def sqlite_placeholders(sql: str) -> str:
     return _PLACEHOLDER.sub(swap, sql)
 
 
-def run_inline(awaitable: Awaitable[T]) -> T:
+def _handler_suspended() -> Exception:
+    return HandlerFailed(
+        "a handler awaited something other than ctx.execute inside the ledger transaction"
+    )
+
+
+def run_inline(
+    awaitable: Awaitable[T], suspended: Callable[[], Exception] = _handler_suspended
+) -> T:
     """Drive an awaitable that never really suspends (SQLite handlers: `ctx.execute` is
-    synchronous underneath) without an event loop, on the store's thread."""
+    synchronous underneath) without an event loop, on the store's thread; `suspended()`
+    is raised when it does suspend."""
     steps = awaitable.__await__()
     try:
         steps.send(None)
@@ -41,9 +50,7 @@ def run_inline(awaitable: Awaitable[T]) -> T:
     close = getattr(steps, "close", None)
     if close is not None:
         close()
-    raise HandlerFailed(
-        "a handler awaited something other than ctx.execute inside the ledger transaction"
-    )
+    raise suspended()
 
 
 class SqliteExecutor:

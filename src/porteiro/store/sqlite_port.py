@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from porteiro.store.dialect import SQLITE, Dialect
-from porteiro.store.port import Params
+from porteiro.store.port import Params, Queries
 from porteiro.store.rows import Row
+from porteiro.store.sqlite_executor import run_inline
 
 T = TypeVar("T")
 
@@ -47,8 +48,31 @@ class SqlitePort:
         found: list[Row] = await self._write(_each, SQLITE.render(sql), params)
         return found
 
+    async def transaction(self, work: Callable[[Queries], Awaitable[T]]) -> T:
+        done: T = await self._write(_inline, work)
+        return done
+
     async def wake_workers(self) -> None:
         self._wake()
+
+
+class _InTransaction:
+    """Queries on the store's thread inside `_write`'s transaction: async to share the
+    verbs' code, synchronous underneath (run_inline drives them)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def fetch(self, sql: str, params: Params) -> Sequence[Row]:
+        found: list[Row] = self._db.execute(SQLITE.render(sql), params).fetchall()
+        return found
+
+    async def fetch_one(self, sql: str, params: Params) -> Row | None:
+        found = await self.fetch(sql, params)
+        return found[0] if found else None
+
+    async def execute(self, sql: str, params: Params) -> int:
+        return _rowcount(self._db, SQLITE.render(sql), params)
 
 
 # -- on the store's thread, inside the transaction `_write` opened -----------------------
@@ -67,3 +91,11 @@ def _each(db: sqlite3.Connection, sql: str, params: Sequence[Params]) -> list[sq
     for one in params:
         found.extend(db.execute(sql, one).fetchall())
     return found
+
+
+def _inline(db: sqlite3.Connection, work: Callable[[Queries], Awaitable[T]]) -> T:
+    return run_inline(work(_InTransaction(db)), _suspended)
+
+
+def _suspended() -> Exception:
+    return RuntimeError("a SQLite transaction's work awaited something besides its queries")
