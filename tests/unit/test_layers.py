@@ -108,3 +108,80 @@ def test_the_reader_sees_every_kind_of_import() -> None:
     assert expected <= imported
     assert _is_module("porteiro.jsontext") and not _is_module("porteiro.model.Kind")
     assert violations("porteiro.store", RULES[0][1]) == []  # the real package, as a control
+
+
+# -- no import cycle ---------------------------------------------------------------------------
+
+
+def _import_time_edges(path: Path) -> set[str]:
+    """The porteiro modules `path` imports when it is imported: module level and under
+    `if`/`try`, not inside functions nor under `if TYPE_CHECKING:`. `from pkg import mod`
+    is an edge to pkg.mod; to pkg itself only for a name defined there."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    visit(block)
+                for handler in node.handlers:
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                anchor = package.split(".")[: package.count(".") + 2 - node.level]
+                base = ".".join([*anchor, node.module] if node.level else [node.module or ""])
+                base = base.strip(".")
+                for alias in node.names:
+                    found.add(sub if _is_module(sub := f"{base}.{alias.name}") else base)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return {name for name in found if _within(name, "porteiro") and _is_module(name)} - {module}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def strong(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                strong(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            strong(node)
+    return found
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = {_module_name(p): _import_time_edges(p) for p in _modules("porteiro")}
+    assert graph["porteiro.http.app"] >= {"porteiro.http.receiver", "porteiro.runtime"}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
