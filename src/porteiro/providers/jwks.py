@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey, RSAPubli
 
 from porteiro.errors import ConfigError, GatewayError, MalformedHeader
 from porteiro.providers import signing
+from porteiro.providers.api_json import get_json
 
 _log = structlog.get_logger(__name__)
 
@@ -130,14 +131,9 @@ class JwksCache:
 
     async def _fetch(self, http: httpx.AsyncClient) -> dict[str, RSAPublicKey]:
         url = str(self.url)
-        try:
-            response = await http.get(url, timeout=self._fetch_timeout)
-            response.raise_for_status()
-            document = response.json()
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"JWKS fetch from {url} failed: {exc}") from exc
-        except ValueError as exc:
-            raise GatewayError(f"JWKS from {url} is not JSON: {exc}") from exc
+        _, document = await get_json(
+            http, url, what=f"JWKS fetch from {url}", timeout=self._fetch_timeout
+        )
         try:
             return parse_jwks(document)
         except ConfigError as exc:

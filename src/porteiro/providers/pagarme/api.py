@@ -15,6 +15,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import GatewayError, MalformedHeader, ParseError
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields
+from porteiro.providers.api_json import get_json_object
 from porteiro.providers.base import snapshot_key
 from porteiro.providers.jwks import JwksCache
 from porteiro.providers.pagarme.webhook import (
@@ -102,19 +103,13 @@ class PagarmeApi:
         self, path: str, params: Mapping[str, str | int], http: httpx.AsyncClient
     ) -> Mapping[str, Any]:
         base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
-        try:
-            response = await http.get(
-                f"{base}/{path}", params=params, auth=(self.source.api_key or "", "")
-            )
-            response.raise_for_status()
-            resource = response.json()
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"pagarme GET {path} failed: {exc}") from exc
-        except ValueError as exc:
-            raise GatewayError(f"pagarme GET {path}: not JSON: {exc}") from exc
-        if not isinstance(resource, dict):
-            raise GatewayError(f"pagarme GET {path}: expected a JSON object")
-        return resource
+        return await get_json_object(
+            http,
+            f"{base}/{path}",
+            what=f"pagarme GET {path}",
+            params=params,
+            auth=(self.source.api_key or "", ""),
+        )
 
 
 def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) -> ParsedEvent:

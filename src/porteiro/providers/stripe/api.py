@@ -19,6 +19,7 @@ from porteiro.errors import GatewayError, NonRetryable, ParseError
 from porteiro.model import Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields
+from porteiro.providers.api_json import get_json, get_json_object
 from porteiro.providers.stripe.webhook import _event, _reference, _snapshot
 
 DEFAULT_API_BASE_URL = "https://api.stripe.com"
@@ -67,7 +68,7 @@ class StripeApi:
         context = event.data.get("context")
         if isinstance(context, str) and context:
             headers["stripe-context"] = context
-        obj = await _get_json(http, base + path, {}, headers, path)
+        obj = await get_json_object(http, base + path, what=f"stripe GET {path}", headers=headers)
         if obj.get("id") != event.object_id:
             raise GatewayError(f"stripe GET {path}: the answer is not {event.object_id}")
         snapshot = {"object": "event", "id": event.dedup_key, "type": snapshot_type,
@@ -97,7 +98,9 @@ class StripeApi:
         }
         headers = {"authorization": f"Bearer {self.source.api_key}"}
         for _ in range(MAX_PAGES):
-            page = await _get_json(http, f"{base}/v1/events", params, headers, "events")
+            page = await get_json_object(
+                http, f"{base}/v1/events", what="stripe GET events", params=params, headers=headers
+            )
             data = page.get("data")
             if not isinstance(data, list):
                 raise GatewayError("stripe GET events: no data list in the answer")
@@ -124,18 +127,13 @@ class StripeApi:
             return None
         base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
         where = f"payment_intents/{object_id}"
-        try:
-            response = await http.get(
-                f"{base}/v1/payment_intents/{quote(object_id, safe='')}",
-                params={"expand[]": "latest_charge"},
-                headers={"authorization": f"Bearer {self.source.api_key}"},
-            )
-            response.raise_for_status()
-            intent = response.json()
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"stripe GET {where} failed: {exc}") from exc
-        except ValueError as exc:
-            raise GatewayError(f"stripe {where}: not JSON: {exc}") from exc
+        response, intent = await get_json(
+            http,
+            f"{base}/v1/payment_intents/{quote(object_id, safe='')}",
+            what=f"stripe GET {where}",
+            params={"expand[]": "latest_charge"},
+            headers={"authorization": f"Bearer {self.source.api_key}"},
+        )
         if not isinstance(intent, dict) or not isinstance(intent.get("status"), str):
             raise GatewayError(f"stripe {where}: no status in the answer")
         try:
@@ -180,26 +178,6 @@ def _status_event(
         refunded_total=refunded or None,
         data={"origin": "reconcile", "status": status},
     )
-
-
-async def _get_json(
-    http: httpx.AsyncClient,
-    url: str,
-    params: Mapping[str, str | int],
-    headers: Mapping[str, str],
-    what: str,
-) -> Mapping[str, Any]:
-    try:
-        response = await http.get(url, params=params, headers=headers)
-        response.raise_for_status()
-        body = response.json()
-    except httpx.HTTPError as exc:
-        raise GatewayError(f"stripe GET {what} failed: {exc}") from exc
-    except ValueError as exc:
-        raise GatewayError(f"stripe GET {what}: not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise GatewayError(f"stripe GET {what}: expected a JSON object")
-    return body
 
 
 def _failed(intent: Mapping[str, Any]) -> bool:

@@ -1,0 +1,78 @@
+"""The helpers several modules share: each is checked once here, against real servers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from porteiro.errors import GatewayError
+from porteiro.providers.api_json import get_json, get_json_object
+from tests.support.servers import live_server
+
+
+async def _echo(request: Request) -> Response:
+    return JSONResponse(
+        {"query": dict(request.query_params), "auth": request.headers.get("authorization")}
+    )
+
+
+def _api() -> Starlette:
+    return Starlette(
+        routes=[
+            Route("/echo", _echo),
+            Route("/list", lambda _: JSONResponse([1, 2])),
+            Route("/text", lambda _: Response("<html>", media_type="text/html")),
+            Route("/broken", lambda _: JSONResponse({"error": "x"}, status_code=503)),
+        ]
+    )
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[str]:
+    async with live_server(_api(), lifespan="off") as url:
+        yield url
+
+
+async def test_get_json_object_passes_the_request_options_through(api: str) -> None:
+    async with httpx.AsyncClient() as http:
+        body = await get_json_object(
+            http, f"{api}/echo", what="test GET echo", params={"page": 2}, auth=("key", "")
+        )
+    assert body == {"query": {"page": "2"}, "auth": "Basic a2V5Og=="}
+
+
+async def test_get_json_returns_the_response_with_any_json(api: str) -> None:
+    async with httpx.AsyncClient() as http:
+        response, body = await get_json(http, f"{api}/list", what="test GET list")
+    assert response.status_code == 200
+    assert body == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/list", "test GET x: expected a JSON object"),
+        ("/text", "test GET x: not JSON: "),
+        ("/broken", "test GET x failed: Server error '503 Service Unavailable'"),
+        ("/missing", "test GET x failed: Client error '404 Not Found'"),
+    ],
+)
+async def test_get_json_object_names_the_call_in_every_failure(
+    api: str, path: str, message: str
+) -> None:
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(GatewayError) as raised:
+            await get_json_object(http, api + path, what="test GET x")
+    assert str(raised.value).startswith(message)
+
+
+async def test_get_json_reports_an_unreachable_server_as_a_gateway_error() -> None:
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(GatewayError, match=r"^test GET x failed: "):
+            await get_json(http, "http://127.0.0.1:9/nothing", what="test GET x")
