@@ -87,7 +87,9 @@ class MercadoPagoApi:
             "limit": SEARCH_PAGE,
         }
         for page in range(MAX_PAGES):
-            body = await self._search({**params, "offset": page * SEARCH_PAGE}, http)
+            body = await self._read(
+                "/v1/payments/search", http, {**params, "offset": page * SEARCH_PAGE}
+            )
             results = body.get("results")
             if not isinstance(results, list):
                 raise GatewayError("mercadopago payments search: no results list")
@@ -117,38 +119,35 @@ class MercadoPagoApi:
         )
         return replace(event, dedup_key=key, data={**event.data, "origin": "reconcile"})
 
-    async def _search(
-        self, params: Mapping[str, str | int], http: httpx.AsyncClient
-    ) -> Mapping[str, Any]:
-        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
-        what = "mercadopago GET /v1/payments/search"
-        headers = {"authorization": f"Bearer {self.source.api_key}", "accept": "application/json"}
-        try:
-            response = await http.get(f"{base}/v1/payments/search", params=params, headers=headers)
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise GatewayError(f"{what}: HTTP {response.status_code}")
-        try:
-            body = json.loads(response.content, parse_float=Decimal)
-        except (ValueError, RecursionError) as exc:
-            raise GatewayError(f"{what}: answer is not JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise GatewayError(f"{what}: expected a JSON object")
-        return body
-
     async def _get(
         self, collection: str, object_id: str, http: httpx.AsyncClient
     ) -> dict[str, Any]:
         """`GET /v1/{payments|orders}/{id}`: the resource, which must carry a `status`."""
         if not self.source.api_key:
             raise GatewayError(f"source {self.source.name!r}: no api_key (access token) set")
-        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
         what = f"mercadopago GET /v1/{collection}/{object_id}"
+        resource = await self._read(
+            f"/v1/{collection}/{quote(object_id, safe='')}", http, what=what
+        )
+        if not isinstance(resource.get("status"), str):
+            raise GatewayError(f"{what}: no status in the answer")
+        return resource
+
+    async def _read(
+        self,
+        path: str,
+        http: httpx.AsyncClient,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        what: str | None = None,
+    ) -> dict[str, Any]:
+        """The JSON object `GET path` answers, amounts as Decimal (never a float's
+        rounding); a 404 is ResourceNotFound, a refused token says so."""
+        base = (self.source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        what = what or f"mercadopago GET {path}"
         headers = {"authorization": f"Bearer {self.source.api_key}", "accept": "application/json"}
         try:
-            url = f"{base}/v1/{collection}/{quote(object_id, safe='')}"
-            response = await http.get(url, headers=headers)
+            response = await http.get(base + path, params=params, headers=headers)
         except httpx.HTTPError as exc:
             raise GatewayError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 404:
@@ -160,9 +159,9 @@ class MercadoPagoApi:
         if response.status_code != 200:
             raise GatewayError(f"{what}: HTTP {response.status_code}")
         try:
-            resource = json.loads(response.content, parse_float=Decimal)
+            body = json.loads(response.content, parse_float=Decimal)
         except (ValueError, RecursionError) as exc:
             raise GatewayError(f"{what}: answer is not JSON: {exc}") from None
-        if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
-            raise GatewayError(f"{what}: no status in the answer")
-        return resource
+        if not isinstance(body, dict):
+            raise GatewayError(f"{what}: expected a JSON object")
+        return body
