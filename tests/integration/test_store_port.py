@@ -10,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from porteiro.model import Kind, ParsedEvent
 from porteiro.store import rows
 from porteiro.store.base import Store
 from porteiro.store.dialect import POSTGRES, SQLITE
 from porteiro.store.port import Port, Queries
+from porteiro.store.reconcile import reconcile_store
 
 NOT_NULL = (sqlite3.IntegrityError, psycopg.errors.NotNullViolation)
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -128,3 +130,16 @@ async def test_a_transaction_keeps_all_of_its_work_or_none(store: Store) -> None
         await port.transaction(half)
     assert await port.fetch_one(BY_SOURCE, {"source": "lost"}) is None
     assert len(await port.fetch(BY_SOURCE, {"source": "kept"})) == 2
+
+
+async def test_requeue_takes_more_ids_than_one_in_list(store: Store) -> None:
+    count = port_of(store).dialect.in_list_max + 10
+    synthetic = [
+        ParsedEvent(dedup_key=f"k{n}", kind=Kind.PAYMENT_CREATED, type="t", object_id=f"o{n}")
+        for n in range(count)
+    ]
+    recorded = await reconcile_store(store).record_synthetic("s", synthetic, origin="test", now=T0)
+    claimed = await store.claim("w", count, timedelta(seconds=30), T0)
+    assert len(claimed) == count
+    assert await store.requeue([*recorded.event_ids, 10**9], T0) == count
+    assert (await store.status_counts())["pending"] == count

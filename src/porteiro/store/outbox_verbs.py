@@ -26,6 +26,7 @@ from porteiro.store.outbox import (
     state_from_db,
 )
 from porteiro.store.port import Port, Queries
+from porteiro.store.read_verbs import newest_first_page
 
 # Every write under a claim matches its token: a lost claim matches no row.
 SETTLE: Final = """
@@ -147,11 +148,8 @@ class OutboxVerbs:
             "before": before,
             "limit": max(limit, 0) + 1,
         }
-        items = [row_from_db(row) for row in await self._port.fetch(query, params)]
-        if len(items) > limit:
-            items = items[:limit]
-            return Page(items, str(items[-1].id) if items else None)
-        return Page(items, None)
+        found = await self._port.fetch(query, params)
+        return newest_first_page([row_from_db(row) for row in found], limit)
 
     async def outbox_backlog(self) -> dict[str, dict[str, int]]:
         backlog: dict[str, dict[str, int]] = {}

@@ -11,12 +11,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from porteiro.model import ParsedEvent
 from porteiro.store import rows
-from porteiro.store.base import EventFilter
 
 # Channel record_delivery, requeue and reparsed notify; idle workers LISTEN on it.
 CHANNEL: Final = "porteiro_events"
@@ -73,21 +71,6 @@ FROM picked
 WHERE events.id = picked.id
 RETURNING events.*"""
 
-# Every fenced write matches the claim token while the event is processing; a lost
-# claim (expired and taken over, or requeued) matches no row.
-SETTLE: Final = """
-UPDATE events SET status = %(status)s, last_error = %(error)s,
-    next_attempt_at = COALESCE(%(at)s, next_attempt_at), claim_token = NULL,
-    claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
-WHERE id = %(id)s AND claim_token = %(token)s AND status = 'processing'"""
-
-GET_PAYMENT: Final = "SELECT * FROM payments WHERE source = %s AND object_id = %s"
-
-REQUEUE: Final = """
-UPDATE events SET status = 'pending', next_attempt_at = %(now)s, attempts = 0,
-    claim_token = NULL, claimed_by = NULL, lease_until = NULL, updated_at = %(now)s
-WHERE id = ANY(%(ids)s)"""
-
 GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = %s"
 
 # Replay with current code: the parsed fields are overwritten and the event made due.
@@ -125,29 +108,6 @@ UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, updated_at = %s
 WHERE source = %s AND first_delivery_id = %s AND type = 'porteiro.unparseable'"""
 
-GET_EVENT: Final = "SELECT * FROM events WHERE id = %s"
-
-# An event's deliveries: its first (first_delivery_id) and the repeats linked in
-# event_deliveries.
-EVENT_DELIVERIES: Final = """
-SELECT d.* FROM deliveries AS d
-WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = %(id)s
-               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = %(id)s)
-ORDER BY d.id"""
-
-EVENT_DELIVERY_IDS: Final = """
-SELECT events.first_delivery_id AS delivery_id FROM events
-WHERE {where} AND events.first_delivery_id IS NOT NULL
-UNION
-SELECT ed.delivery_id FROM event_deliveries AS ed JOIN events ON events.id = ed.event_id
-WHERE {where}
-ORDER BY 1"""
-
-PAYMENT_HISTORY: Final = """
-SELECT * FROM transitions WHERE source = %s AND object_id = %s ORDER BY id"""
-
-LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT %s"
-
 STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
 # Index-only on events_status (status, id) for the statuses asked.
 STATUS_COUNTS_OF: Final = """
@@ -173,28 +133,3 @@ def event_params(
     columns = rows.new_event_columns(event, source, now)
     columns.update(data=json_param(columns["data"]), delivery_id=delivery_id, now=now)
     return columns
-
-
-def event_where(filter: EventFilter) -> tuple[list[sql.Composable], dict[str, Any]]:
-    """WHERE conditions for an EventFilter: fixed column names, values always bound."""
-    clauses: list[sql.Composable] = [sql.SQL("TRUE")]
-    params: dict[str, Any] = {}
-    for column, value in (
-        ("source", filter.source),
-        ("status", filter.status),
-        ("kind", filter.kind),
-        ("object_id", filter.object_id),
-        ("dedup_key", filter.dedup_key),
-    ):
-        if value is not None:
-            clauses.append(
-                sql.SQL("{} = {}").format(sql.Identifier("events", column), sql.Placeholder(column))
-            )
-            params[column] = str(value)
-    if filter.since is not None:
-        clauses.append(sql.SQL("events.received_at >= %(since)s"))
-        params["since"] = filter.since
-    if filter.until is not None:
-        clauses.append(sql.SQL("events.received_at < %(until)s"))
-        params["until"] = filter.until
-    return clauses, params

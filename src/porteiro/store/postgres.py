@@ -36,11 +36,7 @@ from porteiro.model import (
     EventStatus,
     InboundRequest,
     ParsedEvent,
-    Payment,
-    QuarantinedRequest,
-    StoredDelivery,
     StoredEvent,
-    Transition,
 )
 from porteiro.store import pg_apply, pg_batch, pg_commit_probe, rows
 from porteiro.store import pg_queries as q
@@ -48,8 +44,6 @@ from porteiro.store.base import (
     Application,
     Applied,
     Claim,
-    EventFilter,
-    Page,
     RecordResult,
 )
 from porteiro.store.client_verbs import IdempotencyVerbs
@@ -63,7 +57,9 @@ from porteiro.store.migrations import (
 from porteiro.store.outbox_verbs import OutboxVerbs
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_port import PgPort
+from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
+from porteiro.store.settle_verbs import SettleVerbs
 
 Connection = AsyncConnection[DictRow]
 BATCH_TIMEOUT_SECONDS = 5.0
@@ -71,7 +67,9 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgresMixin):
+class PostgresStore(
+    ReadVerbs, SettleVerbs, ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgresMixin
+):
     def __init__(
         self,
         conninfo: str,
@@ -378,41 +376,7 @@ class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgre
         async with self._connection() as conn:
             return await pg_apply.apply_many(conn, batch, now)
 
-    async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.IGNORED, reason, None, now)
-
-    async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.RETRYING, error, at, now)
-
-    async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.DEAD, error, None, now)
-
-    async def _settle_event(
-        self, claim: Claim, status: EventStatus, error: str, at: datetime | None, now: datetime
-    ) -> bool:
-        params = {
-            "status": status.value,
-            "error": error,
-            "at": at,
-            "now": now,
-            "id": claim.event.id,
-            "token": claim.token,
-        }
-        async with self._connection() as conn:
-            cursor = await conn.execute(q.SETTLE, params)
-        return cursor.rowcount > 0
-
     # -- replay --------------------------------------------------------------------------
-
-    async def requeue(self, event_ids: Sequence[int], now: datetime) -> int:
-        ids = sorted(set(event_ids))
-        if not ids:
-            return 0
-        async with self._connection() as conn, conn.transaction():
-            cursor = await conn.execute(q.REQUEUE, {"ids": ids, "now": now})
-            if cursor.rowcount:
-                await conn.execute(q.NOTIFY)
-        return cursor.rowcount
 
     async def reparsed(
         self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
@@ -436,54 +400,7 @@ class PostgresStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgre
                 await conn.execute(q.NOTIFY)
         return [row["id"] for row in upserted]
 
-    # -- reads ---------------------------------------------------------------------------
-
-    async def list_events(
-        self, filter: EventFilter, cursor: str | None, limit: int
-    ) -> Page[StoredEvent]:
-        where, params = q.event_where(filter)
-        before = rows.parse_cursor(cursor)
-        if before is not None:
-            where.append(sql.SQL("events.id < %(before)s"))
-            params["before"] = before
-        params["limit"] = max(limit, 0) + 1
-        query = sql.SQL("SELECT * FROM events WHERE {} ORDER BY id DESC LIMIT %(limit)s")
-        found = await self._fetch(query.format(sql.SQL(" AND ").join(where)), params)
-        items = [rows.event_from_row(row) for row in found]
-        if len(items) > limit:
-            items = items[:limit]
-            return Page(items, str(items[-1].id) if items else None)
-        return Page(items, None)
-
-    async def get_event(self, event_id: int) -> StoredEvent | None:
-        found = await self._fetch(q.GET_EVENT, (event_id,))
-        return rows.event_from_row(found[0]) if found else None
-
-    async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
-        found = await self._fetch(q.EVENT_DELIVERIES, {"id": event_id})
-        return [rows.delivery_from_row(row) for row in found]
-
-    async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
-        found = await self._fetch(q.GET_DELIVERY, (delivery_id,))
-        return rows.delivery_from_row(found[0]) if found else None
-
-    async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
-        where, params = q.event_where(filter)
-        condition = sql.SQL(" AND ").join(where)
-        found = await self._fetch(sql.SQL(q.EVENT_DELIVERY_IDS).format(where=condition), params)
-        return [int(row["delivery_id"]) for row in found]
-
-    async def get_payment(self, source: str, object_id: str) -> Payment | None:
-        found = await self._fetch(q.GET_PAYMENT, (source, object_id))
-        return rows.payment_from_row(found[0]) if found else None
-
-    async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
-        found = await self._fetch(q.PAYMENT_HISTORY, (source, object_id))
-        return [rows.transition_from_row(row) for row in found]
-
-    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]:
-        found = await self._fetch(q.LIST_QUARANTINE, (max(limit, 0),))
-        return [rows.quarantined_from_row(row) for row in found]
+    # -- reads (the others: read_verbs) -------------------------------------------------
 
     async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
         if statuses is None:

@@ -30,11 +30,6 @@ from porteiro.model import (
     EventStatus,
     InboundRequest,
     ParsedEvent,
-    Payment,
-    QuarantinedRequest,
-    StoredDelivery,
-    StoredEvent,
-    Transition,
 )
 from porteiro.store import rows
 from porteiro.store import sqlite_sql as q
@@ -42,8 +37,6 @@ from porteiro.store.base import (
     Application,
     Applied,
     Claim,
-    EventFilter,
-    Page,
     RecordResult,
 )
 from porteiro.store.client_verbs import IdempotencyVerbs
@@ -55,7 +48,9 @@ from porteiro.store.migrations import (
     schema_mismatch,
 )
 from porteiro.store.outbox_verbs import OutboxVerbs
+from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
+from porteiro.store.settle_verbs import SettleVerbs
 from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_held import run_held
 from porteiro.store.sqlite_outbox import OutboxSqliteMixin
@@ -78,7 +73,9 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMixin):
+class SqliteStore(
+    ReadVerbs, SettleVerbs, ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMixin
+):
     def __init__(
         self,
         path: str,
@@ -293,39 +290,7 @@ class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMix
             return []
         return await self._write(apply_many, batch, rows.encode_time(now))
 
-    async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.IGNORED, reason, None, now)
-
-    async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.RETRYING, error, at, now)
-
-    async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
-        return await self._settle_event(claim, EventStatus.DEAD, error, None, now)
-
-    async def _settle_event(
-        self, claim: Claim, status: EventStatus, error: str, at: datetime | None, now: datetime
-    ) -> bool:
-        params = {
-            "status": status.value,
-            "error": error,
-            "at": rows.encode_optional_time(at),
-            "now": rows.encode_time(now),
-            "id": claim.event.id,
-            "token": claim.token,
-        }
-        return await self._write(_rowcount, q.SETTLE, params) > 0
-
     # -- replay --------------------------------------------------------------------------
-
-    async def requeue(self, event_ids: Sequence[int], now: datetime) -> int:
-        ids = sorted(set(event_ids))
-        if not ids:
-            return 0
-        stamp = rows.encode_time(now)
-        sql = q.REQUEUE.format(ids=", ".join("?" * len(ids)))
-        count = await self._write(_rowcount, sql, (stamp, stamp, *ids))
-        self._work.set()
-        return count
 
     async def reparsed(
         self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
@@ -335,51 +300,7 @@ class SqliteStore(ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMix
         self._work.set()
         return ids
 
-    # -- reads ---------------------------------------------------------------------------
-
-    async def list_events(
-        self, filter: EventFilter, cursor: str | None, limit: int
-    ) -> Page[StoredEvent]:
-        where, params = q.event_filter(filter)
-        before = rows.parse_cursor(cursor)
-        if before is not None:
-            where += " AND id < ?"
-            params.append(before)
-        found = await self._fetch(q.LIST_EVENTS.format(where=where), (*params, max(limit, 0) + 1))
-        items = [rows.event_from_row(row) for row in found]
-        if len(items) > limit:
-            items = items[:limit]
-            return Page(items, str(items[-1].id) if items else None)
-        return Page(items, None)
-
-    async def get_event(self, event_id: int) -> StoredEvent | None:
-        found = await self._fetch(q.GET_EVENT, (event_id,))
-        return rows.event_from_row(found[0]) if found else None
-
-    async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
-        found = await self._fetch(q.EVENT_DELIVERIES, {"id": event_id})
-        return [rows.delivery_from_row(row) for row in found]
-
-    async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
-        found = await self._fetch(q.GET_DELIVERY, (delivery_id,))
-        return rows.delivery_from_row(found[0]) if found else None
-
-    async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
-        where, params = q.event_filter(filter, table="events.")
-        found = await self._fetch(q.EVENT_DELIVERY_IDS.format(where=where), params + params)
-        return [int(row[0]) for row in found]
-
-    async def get_payment(self, source: str, object_id: str) -> Payment | None:
-        found = await self._fetch(q.GET_PAYMENT, (source, object_id))
-        return rows.payment_from_row(found[0]) if found else None
-
-    async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
-        found = await self._fetch(q.PAYMENT_HISTORY, (source, object_id))
-        return [rows.transition_from_row(row) for row in found]
-
-    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]:
-        found = await self._fetch(q.LIST_QUARANTINE, (max(limit, 0),))
-        return [rows.quarantined_from_row(row) for row in found]
+    # -- reads (the others: read_verbs) -------------------------------------------------
 
     async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
         if statuses is None:

@@ -9,8 +9,7 @@ from typing import Any, Final
 
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, Payment
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, unparseable_dedup_key
-from porteiro.store.rows import encode_time
+from porteiro.store.base import UNPARSEABLE_TYPE, unparseable_dedup_key
 
 BOOTSTRAP: Final = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -94,12 +93,6 @@ UPDATE events SET status = 'done', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, last_error = NULL, updated_at = :now
 WHERE id = :id AND claim_token = :token"""
 
-SETTLE: Final = """
-UPDATE events SET status = :status, last_error = :error,
-    next_attempt_at = COALESCE(:at, next_attempt_at), claim_token = NULL,
-    claimed_by = NULL, lease_until = NULL, updated_at = :now
-WHERE id = :id AND claim_token = :token"""
-
 GET_PAYMENT: Final = "SELECT * FROM payments WHERE source = ? AND object_id = ?"
 
 UPSERT_PAYMENT: Final = """
@@ -119,11 +112,6 @@ INSERT INTO transitions
     (source, object_id, event_id, from_state, to_state, verdict, note, at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 
-# `{ids}` is a list of `?` placeholders, one per id.
-REQUEUE: Final = """
-UPDATE events SET status = 'pending', next_attempt_at = ?, attempts = 0,
-    claim_token = NULL, claimed_by = NULL, lease_until = NULL, updated_at = ?
-WHERE id IN ({ids})"""
 
 # Replay with current code: the parsed fields are overwritten and the event made due.
 UPSERT_REPARSED: Final = """
@@ -151,34 +139,7 @@ UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
     lease_until = NULL, updated_at = ?
 WHERE source = ? AND first_delivery_id = ? AND type = 'porteiro.unparseable'"""
 
-GET_EVENT: Final = "SELECT * FROM events WHERE id = ?"
-
 GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = ?"
-
-# An event's deliveries: its first (first_delivery_id) and the repeats linked in
-# event_deliveries.
-EVENT_DELIVERIES: Final = """
-SELECT d.* FROM deliveries AS d
-WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = :id
-               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = :id)
-ORDER BY d.id"""
-
-# `{where}` is built from EventFilter with bound parameters only.
-LIST_EVENTS: Final = "SELECT * FROM events WHERE {where} ORDER BY id DESC LIMIT ?"
-
-# Parameters: the filter's, twice.
-EVENT_DELIVERY_IDS: Final = """
-SELECT events.first_delivery_id FROM events
-WHERE {where} AND events.first_delivery_id IS NOT NULL
-UNION
-SELECT ed.delivery_id FROM event_deliveries AS ed JOIN events ON events.id = ed.event_id
-WHERE {where}
-ORDER BY 1"""
-
-PAYMENT_HISTORY: Final = """
-SELECT * FROM transitions WHERE source = ? AND object_id = ? ORDER BY id"""
-
-LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT ?"
 
 STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
 
@@ -202,29 +163,6 @@ def statements(script: str) -> Iterator[str]:
         part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
     ):
         raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]!r}")
-
-
-def event_filter(filter: EventFilter, table: str = "") -> tuple[str, list[Any]]:
-    """WHERE clause for an EventFilter: fixed column names, values always bound."""
-    clauses = ["1 = 1"]
-    params: list[Any] = []
-    for column, value in (
-        ("source", filter.source),
-        ("status", filter.status),
-        ("kind", filter.kind),
-        ("object_id", filter.object_id),
-        ("dedup_key", filter.dedup_key),
-    ):
-        if value is not None:
-            clauses.append(f"{table}{column} = ?")
-            params.append(str(value))
-    if filter.since is not None:
-        clauses.append(f"{table}received_at >= ?")
-        params.append(encode_time(filter.since))
-    if filter.until is not None:
-        clauses.append(f"{table}received_at < ?")
-        params.append(encode_time(filter.until))
-    return " AND ".join(clauses), params
 
 
 # -- parameters ------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+"""The Store protocol's reads (store/base.py), written once for both stores over the
+connection port (store/port.py): a mixin of SqliteStore and PostgresStore, which give it
+`_port`. Event filters bind every value; their column names come from this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Protocol, TypeVar
+
+from porteiro.model import Payment, QuarantinedRequest, StoredDelivery, StoredEvent, Transition
+from porteiro.store import rows
+from porteiro.store.base import EventFilter, Page
+from porteiro.store.dialect import Dialect
+from porteiro.store.port import Params, Port
+
+GET_EVENT: Final = "SELECT * FROM events WHERE id = %(id)s"
+
+GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = %(id)s"
+
+# An event's deliveries: its first (first_delivery_id) and the repeats linked in
+# event_deliveries.
+EVENT_DELIVERIES: Final = """
+SELECT d.* FROM deliveries AS d
+WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = %(id)s
+               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = %(id)s)
+ORDER BY d.id"""
+
+GET_PAYMENT: Final = """
+SELECT * FROM payments WHERE source = %(source)s AND object_id = %(object_id)s"""
+
+PAYMENT_HISTORY: Final = """
+SELECT * FROM transitions WHERE source = %(source)s AND object_id = %(object_id)s
+ORDER BY id"""
+
+LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT %(limit)s"
+
+
+def list_events_query(where: str) -> str:
+    return f"SELECT * FROM events WHERE {where} ORDER BY id DESC LIMIT %(limit)s"
+
+
+def event_delivery_ids_query(where: str) -> str:
+    return f"""
+SELECT events.first_delivery_id AS delivery_id FROM events
+WHERE {where} AND events.first_delivery_id IS NOT NULL
+UNION
+SELECT ed.delivery_id FROM event_deliveries AS ed JOIN events ON events.id = ed.event_id
+WHERE {where}
+ORDER BY 1"""
+
+
+def event_conditions(d: Dialect, filter: EventFilter) -> tuple[str, Params]:
+    """The WHERE conditions on `events` for a filter, and their parameters."""
+    clauses = ["1 = 1"]
+    params: Params = {}
+    for column, value in (
+        ("source", filter.source),
+        ("status", filter.status),
+        ("kind", filter.kind),
+        ("object_id", filter.object_id),
+        ("dedup_key", filter.dedup_key),
+    ):
+        if value is not None:
+            clauses.append(f"events.{column} = %({column})s")
+            params[column] = str(value)
+    if filter.since is not None:
+        clauses.append("events.received_at >= %(since)s")
+        params["since"] = d.time(filter.since)
+    if filter.until is not None:
+        clauses.append("events.received_at < %(until)s")
+        params["until"] = d.time(filter.until)
+    return " AND ".join(clauses), params
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+Item = TypeVar("Item", bound=_Identified)
+
+
+def newest_first_page(found: Sequence[Item], limit: int) -> Page[Item]:
+    """A page from up to `limit` + 1 rows read newest first: the one past the page says
+    there is a next, whose cursor is the last id shown."""
+    items = list(found)
+    if len(items) > limit:
+        items = items[:limit]
+        return Page(items, str(items[-1].id) if items else None)
+    return Page(items, None)
+
+
+class ReadVerbs:
+    _port: Port
+
+    async def list_events(
+        self, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[StoredEvent]:
+        where, params = event_conditions(self._port.dialect, filter)
+        before = rows.parse_cursor(cursor)
+        if before is not None:
+            where += " AND events.id < %(before)s"
+            params["before"] = before
+        params["limit"] = max(limit, 0) + 1
+        found = await self._port.fetch(list_events_query(where), params)
+        return newest_first_page([rows.event_from_row(row) for row in found], limit)
+
+    async def get_event(self, event_id: int) -> StoredEvent | None:
+        found = await self._port.fetch_one(GET_EVENT, {"id": event_id})
+        return None if found is None else rows.event_from_row(found)
+
+    async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
+        found = await self._port.fetch(EVENT_DELIVERIES, {"id": event_id})
+        return [rows.delivery_from_row(row) for row in found]
+
+    async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
+        found = await self._port.fetch_one(GET_DELIVERY, {"id": delivery_id})
+        return None if found is None else rows.delivery_from_row(found)
+
+    async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
+        where, params = event_conditions(self._port.dialect, filter)
+        found = await self._port.fetch(event_delivery_ids_query(where), params)
+        return [int(row["delivery_id"]) for row in found]
+
+    async def get_payment(self, source: str, object_id: str) -> Payment | None:
+        found = await self._port.fetch_one(GET_PAYMENT, {"source": source, "object_id": object_id})
+        return None if found is None else rows.payment_from_row(found)
+
+    async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
+        params = {"source": source, "object_id": object_id}
+        found = await self._port.fetch(PAYMENT_HISTORY, params)
+        return [rows.transition_from_row(row) for row in found]
+
+    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]:
+        found = await self._port.fetch(LIST_QUARANTINE, {"limit": max(limit, 0)})
+        return [rows.quarantined_from_row(row) for row in found]
