@@ -113,12 +113,8 @@ def payment_event(
 ) -> ParsedEvent:
     """The canonical event for a `GET /v1/payments/{id}` answer."""
     warnings: list[dict[str, str]] = []
-    status = str(resource["status"])
-    detail = opt_text(resource, "status_detail")
-    currency = (opt_text(resource, "currency_id") or "").upper() or None
-    exponent = exponents.get(currency or "", 2)
-    raw_amount = resource.get("transaction_amount")
-    amount = None if raw_amount is None else to_minor(raw_amount, exponent, field="amount")
+    status, detail = str(resource["status"]), opt_text(resource, "status_detail")
+    currency, exponent, amount = _priced(resource, "currency_id", "transaction_amount", exponents)
     raw_refunded = resource.get("transaction_amount_refunded") or 0
     refunded = to_minor(raw_refunded, exponent, field="transaction_amount_refunded")
     kind = payment_kind(status, detail, amount, refunded)
@@ -144,6 +140,18 @@ def payment_event(
         {key: value for key, value in details.items() if value},
         warnings,
     )
+
+
+def _priced(
+    resource: Mapping[str, Any], currency_key: str, amount_key: str, exponents: Mapping[str, int]
+) -> tuple[str | None, int, int | None]:
+    """A status read's currency (upper case), that currency's exponent (2 unless
+    configured) and its amount in minor units (None when absent)."""
+    currency = (opt_text(resource, currency_key) or "").upper() or None
+    exponent = exponents.get(currency or "", 2)
+    raw_amount = resource.get(amount_key)
+    amount = None if raw_amount is None else to_minor(raw_amount, exponent, field=amount_key)
+    return currency, exponent, amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,12 +210,8 @@ def order_event(
     the payment object; `total_amount` (a decimal string) its amount; the refunded total
     the sum of its payments' `refunded_amount`, else of its processed refunds' `amount`."""
     warnings: list[dict[str, str]] = []
-    status = str(resource["status"])
-    detail = opt_text(resource, "status_detail")
-    currency = (opt_text(resource, "currency") or "").upper() or None
-    exponent = exponents.get(currency or "", 2)
-    raw_amount = resource.get("total_amount")
-    amount = None if raw_amount is None else to_minor(raw_amount, exponent, field="total_amount")
+    status, detail = str(resource["status"]), opt_text(resource, "status_detail")
+    currency, exponent, amount = _priced(resource, "currency", "total_amount", exponents)
     refunded = 0
     transactions = resource.get("transactions")
     payments = transactions.get("payments") if isinstance(transactions, Mapping) else None
