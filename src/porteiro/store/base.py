@@ -1,8 +1,12 @@
 """The storage seam: one protocol, implemented for SQLite and PostgreSQL.
 
 Cut at the domain level (record a delivery, claim due events, apply, retry, dead-letter,
-redrive, list) rather than at SQL, because the two databases differ too much to share
-queries. Both implementations pass the same contract tests (tests/integration).
+redrive, list) rather than at SQL: the hot paths (ingest, claim, batch apply, waking the
+workers) differ too much between the two databases to share queries. The cold verbs
+(reads, settles, requeue, quarantine, reconcile, idempotency keys, the outbox's operator
+verbs) are written once (store/*_verbs.py) over a connection port each store offers
+(store/port.py, store/dialect.py). Both implementations pass the same contract tests
+(tests/integration).
 
 Every method raises `StoreUnavailable` when the database cannot be reached or does not
 answer in time; the receiver turns that into a fast 503.

@@ -7,7 +7,6 @@ so tests control the clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -34,14 +33,6 @@ MARK_APPLIED: Final = "INSERT INTO schema_migrations (version) VALUES (%s)"
 
 NOTIFY: Final = "SELECT pg_notify('porteiro_events', '')"
 
-INSERT_QUARANTINE: Final = """
-INSERT INTO quarantine (source, received_at, reason, detail, headers, body, peer)
-VALUES (%s, %s, %s, %s, %s, %s, %s)"""
-
-# Keep the newest `limit` rows: drop every id at or below the (limit + 1)-th newest.
-TRIM_QUARANTINE: Final = """
-DELETE FROM quarantine
-WHERE id <= (SELECT id FROM quarantine ORDER BY id DESC LIMIT 1 OFFSET %s)"""
 
 # Expired leases and due events are picked by two ordered scans of their partial indexes
 # (an OR of both would sort every due row on each claim). SKIP LOCKED keeps concurrent
@@ -121,10 +112,6 @@ PING: Final = "SELECT 1"
 
 def json_param(value: Any) -> Jsonb:
     return Jsonb(value, dumps=rows.dump_json)
-
-
-def headers_param(headers: Sequence[tuple[str, str]]) -> Jsonb:
-    return json_param([[name, value] for name, value in headers])
 
 
 def event_params(

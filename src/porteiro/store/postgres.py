@@ -57,6 +57,7 @@ from porteiro.store.migrations import (
 from porteiro.store.outbox_verbs import OutboxVerbs
 from porteiro.store.pg_outbox import OutboxPostgresMixin
 from porteiro.store.pg_port import PgPort
+from porteiro.store.quarantine_verbs import QuarantineVerbs
 from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.settle_verbs import SettleVerbs
@@ -68,7 +69,13 @@ _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurren
 
 
 class PostgresStore(
-    ReadVerbs, SettleVerbs, ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxPostgresMixin
+    ReadVerbs,
+    SettleVerbs,
+    QuarantineVerbs,
+    ReconcileVerbs,
+    IdempotencyVerbs,
+    OutboxVerbs,
+    OutboxPostgresMixin,
 ):
     def __init__(
         self,
@@ -289,22 +296,6 @@ class PostgresStore(
         except TimeoutError as exc:
             raise StoreUnavailable("PostgreSQL: the batch did not commit in time") from exc
         return batch.results(found)
-
-    async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute(
-                q.INSERT_QUARANTINE,
-                (
-                    request.source,
-                    request.received_at,
-                    reason,
-                    detail,
-                    q.headers_param(request.headers),
-                    request.body[: rows.QUARANTINE_BODY_LIMIT],
-                    request.peer,
-                ),
-            )
-            await conn.execute(q.TRIM_QUARANTINE, (self.quarantine_limit,))
 
     # -- work queue ----------------------------------------------------------------------
 

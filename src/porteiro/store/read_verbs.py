@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol, TypeVar
 
-from porteiro.model import Payment, QuarantinedRequest, StoredDelivery, StoredEvent, Transition
+from porteiro.model import Payment, StoredDelivery, StoredEvent, Transition
 from porteiro.store import rows
 from porteiro.store.base import EventFilter, Page
 from porteiro.store.dialect import Dialect
@@ -32,8 +32,6 @@ SELECT * FROM payments WHERE source = %(source)s AND object_id = %(object_id)s""
 PAYMENT_HISTORY: Final = """
 SELECT * FROM transitions WHERE source = %(source)s AND object_id = %(object_id)s
 ORDER BY id"""
-
-LIST_QUARANTINE: Final = "SELECT * FROM quarantine ORDER BY id DESC LIMIT %(limit)s"
 
 
 def list_events_query(where: str) -> str:
@@ -131,7 +129,3 @@ class ReadVerbs:
         params = {"source": source, "object_id": object_id}
         found = await self._port.fetch(PAYMENT_HISTORY, params)
         return [rows.transition_from_row(row) for row in found]
-
-    async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]:
-        found = await self._port.fetch(LIST_QUARANTINE, {"limit": max(limit, 0)})
-        return [rows.quarantined_from_row(row) for row in found]

@@ -48,6 +48,7 @@ from porteiro.store.migrations import (
     schema_mismatch,
 )
 from porteiro.store.outbox_verbs import OutboxVerbs
+from porteiro.store.quarantine_verbs import QuarantineVerbs
 from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.settle_verbs import SettleVerbs
@@ -74,7 +75,13 @@ class _Ingest:
 
 
 class SqliteStore(
-    ReadVerbs, SettleVerbs, ReconcileVerbs, IdempotencyVerbs, OutboxVerbs, OutboxSqliteMixin
+    ReadVerbs,
+    SettleVerbs,
+    QuarantineVerbs,
+    ReconcileVerbs,
+    IdempotencyVerbs,
+    OutboxVerbs,
+    OutboxSqliteMixin,
 ):
     def __init__(
         self,
@@ -244,18 +251,6 @@ class SqliteStore(
         db, thread = self._opened()
         with _unavailable():
             return await run_held(db, thread, _record_batch, items)
-
-    async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
-        params = (
-            request.source,
-            rows.encode_time(request.received_at),
-            reason,
-            detail,
-            rows.dump_headers(request.headers),
-            request.body[: rows.QUARANTINE_BODY_LIMIT],
-            request.peer,
-        )
-        await self._write(_quarantine, params, self.quarantine_limit)
 
     # -- work queue ----------------------------------------------------------------------
 
@@ -441,11 +436,6 @@ def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[Reco
                 db.execute(q.LINK, (event_id, delivery_id))
         results.append(RecordResult(delivery_id, event_ids, new, len(event_ids) - new))
     return results
-
-
-def _quarantine(db: sqlite3.Connection, params: tuple[Any, ...], limit: int) -> None:
-    db.execute(q.INSERT_QUARANTINE, params)
-    db.execute(q.TRIM_QUARANTINE, (limit,))
 
 
 def _reparsed(

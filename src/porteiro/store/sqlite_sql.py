@@ -57,15 +57,6 @@ LINK: Final = """
 INSERT INTO event_deliveries (event_id, delivery_id) VALUES (?, ?)
 ON CONFLICT DO NOTHING"""
 
-INSERT_QUARANTINE: Final = """
-INSERT INTO quarantine (source, received_at, reason, detail, headers, body, peer)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
-
-# Keep the newest `limit` rows: drop every id at or below the (limit + 1)-th newest.
-TRIM_QUARANTINE: Final = """
-DELETE FROM quarantine
-WHERE id <= (SELECT id FROM quarantine ORDER BY id DESC LIMIT 1 OFFSET ?)"""
-
 CLAIM: Final = """
 UPDATE events SET status = 'processing', attempts = attempts + 1, claim_token = :token,
     claimed_by = :worker, lease_until = :lease_until, updated_at = :now
