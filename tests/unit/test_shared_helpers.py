@@ -11,8 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from porteiro.errors import GatewayError
+from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError, GatewayError
 from porteiro.providers.api_json import get_json, get_json_object
+from porteiro.providers.base import signing_keys
 from tests.support.servers import live_server
 
 
@@ -76,3 +78,25 @@ async def test_get_json_reports_an_unreachable_server_as_a_gateway_error() -> No
     async with httpx.AsyncClient() as http:
         with pytest.raises(GatewayError, match=r"^test GET x failed: "):
             await get_json(http, "http://127.0.0.1:9/nothing", what="test GET x")
+
+
+def _hex_key(secret: str) -> bytes:
+    if len(secret) % 2:
+        raise ConfigError("a key must be hex")
+    return bytes.fromhex(secret)
+
+
+def test_signing_keys_are_the_secrets_as_utf8_unless_decoded_otherwise() -> None:
+    source = SourceConfig(name="shop", provider="stripe", secrets=("whsec_a", "chave-ç"))
+    assert signing_keys(source) == [b"whsec_a", "chave-ç".encode()]
+    hexed = SourceConfig(name="shop", provider="adyen", secrets=("00ff",))
+    assert signing_keys(hexed, _hex_key) == [b"\x00\xff"]
+
+
+def test_signing_keys_name_the_source_when_there_are_none_or_one_is_refused() -> None:
+    empty = SourceConfig(name="shop", provider="stripe")
+    with pytest.raises(ConfigError, match=r"^source 'shop': provider stripe needs secrets \(x\)$"):
+        signing_keys(empty, hint=" (x)")
+    odd = SourceConfig(name="shop", provider="adyen", secrets=("abc",))
+    with pytest.raises(ConfigError, match=r"^source 'shop': a key must be hex$"):
+        signing_keys(odd, _hex_key)

@@ -14,7 +14,7 @@ This module imports no adapter: the registry (`porteiro.providers`) imports them
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from porteiro.config import SourceConfig
+from porteiro.errors import ConfigError
 from porteiro.model import InboundRequest, ParsedEvent
 
 
@@ -126,6 +127,20 @@ class SupportsClose(Protocol):
     when the runtime stops."""
 
     async def aclose(self) -> None: ...
+
+
+def signing_keys(
+    source: SourceConfig, decode: Callable[[str], bytes] = str.encode, *, hint: str = ""
+) -> list[bytes]:
+    """The source's `secrets` as signature keys: `decode`d (UTF-8 bytes by default). A
+    source without secrets, or with one `decode` refuses (ConfigError), is a ConfigError
+    naming the source; `hint` says what a secret looks like, e.g. " (whsec_...)"."""
+    if not source.secrets:
+        raise ConfigError(f"source {source.name!r}: provider {source.provider} needs secrets{hint}")
+    try:
+        return [decode(secret) for secret in source.secrets]
+    except ConfigError as exc:
+        raise ConfigError(f"source {source.name!r}: {exc}") from None
 
 
 SNAPSHOT_PREFIX = "reconcile:"

@@ -43,6 +43,7 @@ from porteiro.errors import ConfigError
 from porteiro.model import ParsedEvent
 from porteiro.providers.adyen.samples import AdyenSamples
 from porteiro.providers.adyen.webhook import AdyenWebhook, decode_key
+from porteiro.providers.base import signing_keys
 
 CAPTURE_MODES = ("automatic", "manual")
 
@@ -52,12 +53,7 @@ class AdyenProvider(AdyenWebhook, AdyenSamples):
 
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
-        if not source.secrets:
-            raise ConfigError(f"source {source.name!r}: provider adyen needs secrets (HMAC key)")
-        try:
-            self._keys = [decode_key(secret) for secret in source.secrets]
-        except ConfigError as exc:
-            raise ConfigError(f"source {source.name!r}: {exc}") from None
+        self._keys = signing_keys(source, decode_key, hint=" (HMAC key)")
         self._basic = _basic_credentials(source)
         capture = source.option_str("capture") or "automatic"
         if capture not in CAPTURE_MODES:

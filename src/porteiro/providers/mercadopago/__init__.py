@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
+from porteiro.providers.base import signing_keys
 from porteiro.providers.mercadopago.api import MercadoPagoApi
 from porteiro.providers.mercadopago.samples import MercadoPagoSamples
 from porteiro.providers.mercadopago.webhook import HintBudget, MercadoPagoWebhook
@@ -50,9 +51,7 @@ class MercadoPagoProvider(MercadoPagoWebhook, MercadoPagoApi, MercadoPagoSamples
 
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
-        self._keys = [secret.encode("utf-8") for secret in source.secrets]
-        if not self._keys:
-            raise ConfigError(f"source {source.name!r}: provider mercadopago needs secrets")
+        self._keys = signing_keys(source)
         self.exponents = {**CURRENCY_EXPONENTS, **_exponent_option(source)}
         self.accept_ipn = source.options.get("accept_ipn", True)
         if not isinstance(self.accept_ipn, bool):

@@ -36,8 +36,8 @@ from __future__ import annotations
 import httpx
 
 from porteiro.config import SourceConfig
-from porteiro.errors import ConfigError
 from porteiro.model import ParsedEvent
+from porteiro.providers.base import signing_keys
 from porteiro.providers.standard.samples import StandardSamples
 from porteiro.providers.standard.webhook import StandardWebhook, decode_secret
 
@@ -47,9 +47,7 @@ class StandardProvider(StandardWebhook, StandardSamples):
 
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
-        self._keys = [decode_secret(secret) for secret in source.secrets]
-        if not self._keys:
-            raise ConfigError(f"source {source.name!r}: provider standard needs secrets")
+        self._keys = signing_keys(source, decode_secret)
 
     # No API behind Standard Webhooks: events arrive complete and have no status to read.
     async def enrich(self, event: ParsedEvent, http: httpx.AsyncClient) -> ParsedEvent:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
+from porteiro.providers.base import signing_keys
 from porteiro.providers.stripe.api import StripeApi
 from porteiro.providers.stripe.samples import StripeSamples
 from porteiro.providers.stripe.webhook import StripeWebhook
@@ -45,9 +46,7 @@ class StripeProvider(StripeWebhook, StripeApi, StripeSamples):
 
     def __init__(self, source: SourceConfig) -> None:
         self.source = source
-        self._keys = [secret.encode("utf-8") for secret in source.secrets]
-        if not self._keys:
-            raise ConfigError(f"source {source.name!r}: provider stripe needs secrets (whsec_...)")
+        self._keys = signing_keys(source, hint=" (whsec_...)")
         keys = source.options.get("reference_metadata_keys", list(DEFAULT_REFERENCE_KEYS))
         if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
             raise ConfigError(
