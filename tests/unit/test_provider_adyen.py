@@ -221,8 +221,10 @@ def test_wrong_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "additional", [None, {}, {"hmacSignature": ""}, {"hmacSignature": None}, {"authCode": "1"}]
-)
+    "additional",
+    [None, {}, {"hmacSignature": ""}, {"hmacSignature": "  "}, {"hmacSignature": None},
+     {"authCode": "1"}],
+)  # fmt: skip
 def test_missing_signature(additional: dict[str, Any] | None) -> None:
     entry = item()
     entry.pop("additionalData")

@@ -211,7 +211,7 @@ class AdyenWebhook:
         if extra is not None and not isinstance(extra, dict):
             raise MalformedHeader(f"item {index}: additionalData must be an object")
         given = (extra or {}).get("hmacSignature")
-        if given is None or given == "":
+        if given is None or (isinstance(given, str) and not given.strip()):
             raise MissingHeader(f"item {index}: additionalData.hmacSignature is missing")
         if not isinstance(given, str):
             raise MalformedHeader(f"item {index}: hmacSignature must be a string")

@@ -150,7 +150,7 @@ class PagarmeWebhook:
         if self.require_asymmetric:
             raise MissingHeader(f"{ASYMMETRIC_HEADER} header is missing (required)")
         hub = request.header(HUB_HEADER)
-        if hub is None or not self._secrets:
+        if hub is None or not hub.strip() or not self._secrets:
             raise MissingHeader(
                 f"{ASYMMETRIC_HEADER} header is missing"
                 + ("" if self._secrets else f" ({HUB_HEADER} needs secrets configured)")
