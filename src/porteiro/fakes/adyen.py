@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from porteiro.config import SourceConfig
-from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, refund_shares
+from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, refund_steps
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
 
@@ -69,9 +69,7 @@ class FakeAdyen(FakeGateway):
             self.add(payment)
             at = payment.created_at + timedelta(seconds=1)
             steps.append(Step(payment, at, partial(self._authorise, payment, at)))
-            for index, share in enumerate(refund_shares(payment)):
-                when = at + timedelta(seconds=2 + 2 * index)
-                steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+            steps += refund_steps(payment, at, self._refund)
         return steps
 
     def _item(self, payment: FakePayment, code: str, value: int, success: bool,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -227,6 +228,39 @@ def refund_shares(payment: FakePayment) -> list[int]:
     if payment.outcome is Outcome.REFUNDED:
         return [part, payment.amount - part] if payment.amount > part else [part]
     return []
+
+
+# What a step does to a payment at a moment (and, for a refund, with a share).
+Move = Callable[[FakePayment, datetime], Sequence[Webhook]]
+Refund = Callable[[FakePayment, int, datetime], Sequence[Webhook]]
+
+
+def refund_steps(
+    payment: FakePayment, after: datetime, refund: Refund, *, first: float = 2.0, every: float = 2.0
+) -> list[Step]:
+    """`refund_shares(payment)` as steps: the first `first` seconds `after` (the payment),
+    the next `every` seconds apart."""
+    steps = []
+    for index, share in enumerate(refund_shares(payment)):
+        when = after + timedelta(seconds=first + every * index)
+        steps.append(Step(payment, when, partial(refund, payment, share, when)))
+    return steps
+
+
+def card_steps(
+    payment: FakePayment, created: datetime, fail: Move, cancel: Move, pay: Move, refund: Refund
+) -> list[Step]:
+    """A card payment's life after its creation: two seconds later it fails, is canceled
+    or is paid, as its outcome says; a paid one's refunds follow (`refund_steps`)."""
+    later = created + timedelta(seconds=2)
+    if payment.outcome is Outcome.FAILED:
+        return [Step(payment, later, partial(fail, payment, later))]
+    if payment.outcome is Outcome.CANCELED:
+        return [Step(payment, later, partial(cancel, payment, later))]
+    return [
+        Step(payment, later, partial(pay, payment, later)),
+        *refund_steps(payment, later, refund),
+    ]
 
 
 def exponential(first: float, factor: float, cap: float, total: float) -> tuple[float, ...]:

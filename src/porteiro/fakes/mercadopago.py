@@ -33,7 +33,7 @@ from porteiro.fakes.core import (
     Step,
     Webhook,
     parse_time,
-    refund_shares,
+    refund_steps,
 )
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
@@ -73,9 +73,7 @@ class FakeMercadoPago(FakeGateway):
                       Outcome.CANCELED: ("cancelled", "by_collector")}  # fmt: skip
             final = status.get(payment.outcome, ("approved", "accredited"))
             steps.append(Step(payment, later, partial(self._move, payment, later, *final)))
-            for index, share in enumerate(refund_shares(payment)):
-                when = later + timedelta(seconds=2 + 2 * index)
-                steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+            steps += refund_steps(payment, later, self._refund)
         return steps
 
     def _resource(self, payment: FakePayment, at: datetime) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,11 +42,11 @@ from porteiro.fakes.core import (
     Step,
     Webhook,
     basic_user,
+    card_steps,
     exponential,
     iso,
     parse_time,
     random_id,
-    refund_shares,
 )
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
@@ -81,16 +81,7 @@ class FakePagarme(FakeGateway):
             self.add(payment)
             at = payment.created_at
             steps.append(Step(payment, at, partial(self._create, payment, at, self.rng)))
-            later = at + timedelta(seconds=2)
-            if payment.outcome is Outcome.FAILED:
-                steps.append(Step(payment, later, partial(self._fail, payment, later)))
-            elif payment.outcome is Outcome.CANCELED:
-                steps.append(Step(payment, later, partial(self._cancel, payment, later)))
-            else:
-                steps.append(Step(payment, later, partial(self._pay, payment, later)))
-                for index, share in enumerate(refund_shares(payment)):
-                    when = later + timedelta(seconds=2 + 2 * index)
-                    steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+            steps += card_steps(payment, at, self._fail, self._cancel, self._pay, self._refund)
         return steps
 
     def _create(self, payment: FakePayment, at: datetime, rng: random.Random) -> list[Webhook]:

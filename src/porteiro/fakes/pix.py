@@ -44,7 +44,7 @@ from porteiro.fakes.core import (
     iso,
     parse_time,
     random_id,
-    refund_shares,
+    refund_steps,
 )
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
@@ -89,9 +89,7 @@ class FakePix(FakeGateway):
                 seconds=self.rng.uniform(0.5, min(5.0, expiracao / 2))
             )
             steps.append(Step(payment, paid_at, partial(self._pay, payment, paid_at)))
-            for index, share in enumerate(refund_shares(payment)):
-                when = paid_at + timedelta(seconds=1 + index)
-                steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+            steps += refund_steps(payment, paid_at, self._refund, first=1.0, every=1.0)
         return steps
 
     def _cob(

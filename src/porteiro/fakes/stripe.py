@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
@@ -33,9 +33,9 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
+    card_steps,
     exponential,
     random_id,
-    refund_shares,
     unix,
 )
 from porteiro.fakes.idempotency import Verdict, respond
@@ -64,16 +64,7 @@ class FakeStripe(FakeGateway):
             self.add(payment)
             at = payment.created_at
             steps.append(Step(payment, at, partial(self._create, payment, at)))
-            later = at + timedelta(seconds=2)
-            if payment.outcome is Outcome.FAILED:
-                steps.append(Step(payment, later, partial(self._fail, payment, later)))
-            elif payment.outcome is Outcome.CANCELED:
-                steps.append(Step(payment, later, partial(self._cancel, payment, later)))
-            else:
-                steps.append(Step(payment, later, partial(self._pay, payment, later)))
-                for index, share in enumerate(refund_shares(payment)):
-                    when = later + timedelta(seconds=2 + 2 * index)
-                    steps.append(Step(payment, when, partial(self._refund, payment, share, when)))
+            steps += card_steps(payment, at, self._fail, self._cancel, self._pay, self._refund)
         return steps
 
     def _create(self, payment: FakePayment, at: datetime) -> list[Webhook]:
