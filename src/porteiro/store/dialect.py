@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from porteiro.model import ParsedEvent
 from porteiro.store import rows
+from porteiro.store.base import UNPARSEABLE_TYPE
 from porteiro.store.pg_queries import json_param
 from porteiro.store.sqlite_executor import sqlite_placeholders
 
@@ -96,3 +98,17 @@ POSTGRES = Dialect(
     in_list_max=5000,
     locks_rows=True,
 )
+
+
+def event_params(d: Dialect, event: ParsedEvent, source: str, now: datetime) -> dict[str, Any]:
+    """A new event's columns (rows.new_event_columns) as `d` binds them, with `now` and the
+    unparseable placeholder's type, which the shared upserts compare against."""
+    stamp = d.time(now)
+    columns = rows.new_event_columns(event, source, stamp)
+    columns.update(
+        occurred_at=d.optional_time(event.occurred_at),
+        data=d.json(columns["data"]),
+        now=stamp,
+        placeholder=UNPARSEABLE_TYPE,
+    )
+    return columns

@@ -60,6 +60,7 @@ from porteiro.store.pg_port import PgPort
 from porteiro.store.quarantine_verbs import QuarantineVerbs
 from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
+from porteiro.store.replay_verbs import ReplayVerbs
 from porteiro.store.settle_verbs import SettleVerbs
 
 Connection = AsyncConnection[DictRow]
@@ -71,6 +72,7 @@ _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurren
 class PostgresStore(
     ReadVerbs,
     SettleVerbs,
+    ReplayVerbs,
     QuarantineVerbs,
     ReconcileVerbs,
     IdempotencyVerbs,
@@ -367,30 +369,6 @@ class PostgresStore(
         async with self._connection() as conn:
             return await pg_apply.apply_many(conn, batch, now)
 
-    # -- replay --------------------------------------------------------------------------
-
-    async def reparsed(
-        self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
-    ) -> Sequence[int]:
-        async with self._connection() as conn, conn.transaction():
-            found = await (await conn.execute(q.GET_DELIVERY, (delivery_id,))).fetchone()
-            if found is None:
-                raise LookupError(f"no delivery {delivery_id}")
-            delivery = rows.delivery_from_row(found)
-            # Its placeholders first: an item the current code still cannot read is dead
-            # again.
-            await conn.execute(q.SETTLE_PLACEHOLDER, (now, delivery.source, delivery_id))
-            params = []
-            for event in events:
-                one = q.event_params(event, delivery.source, delivery_id, now)
-                one.update(rows.reparsed_columns(event, now), received_at=delivery.received_at)
-                params.append(one)
-            upserted = await _execute_each(conn, q.UPSERT_REPARSED, params)
-            await conn.execute(q.CLEAR_PARSE_ERROR, (delivery_id,))
-            if upserted:
-                await conn.execute(q.NOTIFY)
-        return [row["id"] for row in upserted]
-
     # -- reads (the others: read_verbs) -------------------------------------------------
 
     async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
@@ -430,24 +408,3 @@ def _claimed_event(cursor: AsyncCursor[Any]) -> RowMaker[StoredEvent]:
     names = [column.name for column in cursor.description]
     pick = itemgetter(*(names.index(name) for name in rows.EVENT_COLUMNS))
     return lambda values: rows.event_from_values(pick(values))
-
-
-async def _execute_each(
-    conn: Connection, query: str, params: Sequence[dict[str, Any]]
-) -> list[DictRow]:
-    """Run a one-row-returning statement per parameter set, pipelined (few round trips),
-    and return the rows in order."""
-    if not params:
-        return []
-    found: list[DictRow] = []
-    async with conn.cursor() as cursor:
-        await cursor.executemany(query, params, returning=True)
-        async for result in cursor.results():
-            found.append(_first(await result.fetchone()))
-    return found
-
-
-def _first(row: DictRow | None) -> DictRow:
-    if row is None:
-        raise RuntimeError("statement returned no row")  # RETURNING always yields one
-    return row

@@ -14,8 +14,8 @@ from typing import Any, Final
 
 from porteiro.model import ParsedEvent, Payment, PaymentState
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE, RecordResult
-from porteiro.store.dialect import Dialect
+from porteiro.store.base import RecordResult
+from porteiro.store.dialect import Dialect, event_params
 from porteiro.store.port import Params, Port
 from porteiro.store.reconcile import (
     OPEN_STATES,
@@ -272,16 +272,9 @@ class ReconcileVerbs:
 def synthetic_params(
     d: Dialect, event: ParsedEvent, source: str, origin: str, now: datetime
 ) -> Params:
-    stamp = d.time(now)
-    columns = rows.new_event_columns(event, source, stamp)
-    columns.update(
-        occurred_at=d.optional_time(event.occurred_at),
-        data=d.json(columns["data"]),
-        now=stamp,
-        origin=origin,
-        placeholder=UNPARSEABLE_TYPE,
-    )
-    return columns
+    params = event_params(d, event, source, now)
+    params["origin"] = origin
+    return params
 
 
 # -- rows --------------------------------------------------------------------------------

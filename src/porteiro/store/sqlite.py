@@ -51,6 +51,7 @@ from porteiro.store.outbox_verbs import OutboxVerbs
 from porteiro.store.quarantine_verbs import QuarantineVerbs
 from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
+from porteiro.store.replay_verbs import ReplayVerbs
 from porteiro.store.settle_verbs import SettleVerbs
 from porteiro.store.sqlite_apply import apply_many
 from porteiro.store.sqlite_held import run_held
@@ -77,6 +78,7 @@ class _Ingest:
 class SqliteStore(
     ReadVerbs,
     SettleVerbs,
+    ReplayVerbs,
     QuarantineVerbs,
     ReconcileVerbs,
     IdempotencyVerbs,
@@ -285,16 +287,6 @@ class SqliteStore(
             return []
         return await self._write(apply_many, batch, rows.encode_time(now))
 
-    # -- replay --------------------------------------------------------------------------
-
-    async def reparsed(
-        self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
-    ) -> Sequence[int]:
-        stamp = rows.encode_time(now)
-        ids = await self._write(_reparsed, delivery_id, events, stamp)
-        self._work.set()
-        return ids
-
     # -- reads (the others: read_verbs) -------------------------------------------------
 
     async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
@@ -436,24 +428,3 @@ def _record_batch(db: sqlite3.Connection, items: Sequence[_Ingest]) -> list[Reco
                 db.execute(q.LINK, (event_id, delivery_id))
         results.append(RecordResult(delivery_id, event_ids, new, len(event_ids) - new))
     return results
-
-
-def _reparsed(
-    db: sqlite3.Connection, delivery_id: int, events: Sequence[ParsedEvent], stamp: str
-) -> list[int]:
-    found = db.execute(q.GET_DELIVERY, (delivery_id,)).fetchone()
-    if found is None:
-        raise LookupError(f"no delivery {delivery_id}")
-    delivery = rows.delivery_from_row(found)
-    received = rows.encode_time(delivery.received_at)
-    # Its placeholders first: an item the current code still cannot read is dead again.
-    db.execute(q.SETTLE_PLACEHOLDER, (stamp, delivery.source, delivery_id))
-    event_ids: list[int] = []
-    for event in events:
-        params = q.event_params(event, delivery.source, delivery_id, stamp)
-        params.update(rows.reparsed_columns(event, stamp), received_at=received)
-        row = _one(db, q.UPSERT_REPARSED, params)
-        event_ids.append(int(row["id"]))
-        db.execute(q.LINK, (row["id"], delivery_id))
-    db.execute(q.CLEAR_PARSE_ERROR, (delivery_id,))
-    return event_ids

@@ -1,5 +1,6 @@
-"""The SQLite store's SQL: named queries, their parameters and the two builders (the schema
-lives in migrations)."""
+"""The SQLite store's own SQL (ingest, claim, apply, migrations, status counts): named
+queries, their parameters and two builders. The schema lives in migrations; the queries
+both stores share, in store/*_verbs.py."""
 
 from __future__ import annotations
 
@@ -102,35 +103,6 @@ INSERT_TRANSITION: Final = """
 INSERT INTO transitions
     (source, object_id, event_id, from_state, to_state, verdict, note, at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
-
-
-# Replay with current code: the parsed fields are overwritten and the event made due.
-UPSERT_REPARSED: Final = """
-INSERT INTO events
-    (source, dedup_key, kind, type, object_id, reference, amount, currency, occurred_at,
-     refunded_total, thin, data, status, next_attempt_at, last_error, first_delivery_id,
-     last_delivery_id, received_at, updated_at)
-VALUES (:source, :dedup_key, :kind, :type, :object_id, :reference, :amount, :currency,
-        :occurred_at, :refunded_total, :thin, :data, :status, :next_attempt_at,
-        :last_error, :delivery_id, :delivery_id, :received_at, :now)
-ON CONFLICT (source, dedup_key) DO UPDATE SET
-    kind = excluded.kind, type = excluded.type, object_id = excluded.object_id,
-    reference = excluded.reference, amount = excluded.amount, currency = excluded.currency,
-    occurred_at = excluded.occurred_at, refunded_total = excluded.refunded_total,
-    thin = excluded.thin, data = excluded.data, status = excluded.status,
-    last_error = COALESCE(excluded.last_error, events.last_error),
-    next_attempt_at = excluded.next_attempt_at, attempts = 0, claim_token = NULL,
-    claimed_by = NULL, lease_until = NULL, updated_at = excluded.updated_at
-RETURNING id"""
-
-CLEAR_PARSE_ERROR: Final = "UPDATE deliveries SET parse_error = NULL WHERE id = ?"
-
-SETTLE_PLACEHOLDER: Final = """
-UPDATE events SET status = 'ignored', claim_token = NULL, claimed_by = NULL,
-    lease_until = NULL, updated_at = ?
-WHERE source = ? AND first_delivery_id = ? AND type = 'porteiro.unparseable'"""
-
-GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = ?"
 
 STATUS_COUNTS: Final = "SELECT status, count(*) AS n FROM events GROUP BY status"
 
