@@ -23,9 +23,8 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from porteiro import ledger, storable
 from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
@@ -35,6 +34,7 @@ from porteiro.observability import logger
 from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
 from porteiro.sinks.fanout import outbox_rows
+from porteiro.stopping import until_stopped
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
 from porteiro.store.outbox import OutboxRow
 
@@ -94,7 +94,7 @@ class Worker:
                     pending, ahead = ahead, None
                     claims = await (pending if pending is not None else self._claim())
                     if not claims:
-                        await _until(
+                        await until_stopped(
                             self.runtime.store.wait_for_work(settings.poll_interval_seconds), stop
                         )
                         continue
@@ -106,14 +106,14 @@ class Worker:
                         # A partial batch: what is due now came in while it applied.
                         # Waiting a moment lets a steady trickle gather into one apply
                         # transaction (one commit) instead of one per ingest commit.
-                        await _until(asyncio.sleep(settings.gather_ms / 1000), stop)
+                        await until_stopped(asyncio.sleep(settings.gather_ms / 1000), stop)
                 except StoreUnavailable as exc:
                     # An outage must not kill the worker: back off and try again (claims
                     # not settled come back when their lease expires).
                     self._log.warning(
                         "store unavailable", action="worker.store_unavailable", error=str(exc)
                     )
-                    await _until(asyncio.sleep(settings.poll_interval_seconds), stop)
+                    await until_stopped(asyncio.sleep(settings.poll_interval_seconds), stop)
                 except Exception as exc:
                     # Nor must a bug in one loop turn: a silent dead worker is the worst case.
                     self._log.error(
@@ -122,7 +122,7 @@ class Worker:
                         error=error_text(exc),
                         exc_info=exc,
                     )
-                    await _until(asyncio.sleep(settings.poll_interval_seconds), stop)
+                    await until_stopped(asyncio.sleep(settings.poll_interval_seconds), stop)
             if ahead is not None:
                 # Claimed before the stop: finish them rather than leave them to their lease.
                 pending, ahead = ahead, None
@@ -428,18 +428,3 @@ def _frozen_first(item: Application, seconds: float) -> Application:
         return decide(current)
 
     return dataclasses.replace(item, decide=frozen)
-
-
-async def _until(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:
-    """Await `work` unless `stop` is set first; errors of `work` propagate."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pending in (task, stopper):
-            pending.cancel()
-        await asyncio.gather(task, stopper, return_exceptions=True)
-    error = task.exception() if task.done() and not task.cancelled() else None
-    if error is not None:
-        raise error

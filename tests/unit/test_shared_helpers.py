@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,6 +16,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError
 from porteiro.providers.api_json import get_json, get_json_object
 from porteiro.providers.base import signing_keys
+from porteiro.stopping import until_stopped
 from tests.support.servers import live_server
 
 
@@ -100,3 +102,29 @@ def test_signing_keys_name_the_source_when_there_are_none_or_one_is_refused() ->
     odd = SourceConfig(name="shop", provider="adyen", secrets=("abc",))
     with pytest.raises(ConfigError, match=r"^source 'shop': a key must be hex$"):
         signing_keys(odd, _hex_key)
+
+
+async def test_until_stopped_returns_when_the_work_is_done() -> None:
+    done: list[str] = []
+
+    async def work() -> None:
+        done.append("work")
+
+    await until_stopped(work(), asyncio.Event())
+    assert done == ["work"]
+
+
+async def test_until_stopped_cancels_the_work_once_stop_is_set() -> None:
+    stop, never = asyncio.Event(), asyncio.Event()
+    waiting = asyncio.ensure_future(never.wait())
+    stop.set()
+    await until_stopped(waiting, stop)
+    assert waiting.cancelled()
+
+
+async def test_until_stopped_raises_what_the_work_raised() -> None:
+    async def work() -> None:
+        raise LookupError("broken")
+
+    with pytest.raises(LookupError, match="broken"):
+        await until_stopped(work(), asyncio.Event())

@@ -29,6 +29,7 @@ from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable
 from porteiro.observability import logger
 from porteiro.outgoing.gateway_http import RateLimiter
+from porteiro.stopping import until_stopped
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ class Relay:
                     )
                     waited = asyncio.sleep(self.poll_interval)
                 if waited is not None:
-                    await _until(waited, stop)
+                    await until_stopped(waited, stop)
             if self._inflight:
                 await asyncio.wait(self._inflight)
         finally:
@@ -299,18 +300,6 @@ async def _first_done(tasks: set[asyncio.Task[None]], timeout: float | None) -> 
         await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     elif timeout is not None:
         await asyncio.sleep(timeout)
-
-
-async def _until(waited: Awaitable[object], stop: asyncio.Event) -> None:
-    """Wait for `waited` or `stop`, whichever comes first."""
-    work = asyncio.ensure_future(waited)
-    stopper = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (work, stopper):
-            if not task.done():
-                task.cancel()
 
 
 def build_relays(
