@@ -50,6 +50,14 @@ def _run(config: Config, work: Callable[[OutboxStore], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
+def _config_for_destination(ctx: click.Context, name: str) -> Config:
+    """The configuration, once NAME is known to be one of its destinations (else a usage
+    error before any store is opened)."""
+    config = common.config(ctx)
+    operations.configured(config.destinations, name)
+    return config
+
+
 @click.group()
 def destinations() -> None:
     """Merchant delivery: destinations, their outbox and dead letters."""
@@ -85,8 +93,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def pause(ctx: click.Context, name: str) -> None:
     """Stop sending to NAME; its events accumulate in the outbox."""
-    config = common.config(ctx)
-    operations.configured(config.destinations, name)
+    config = _config_for_destination(ctx, name)
     _run(config, lambda store: operations.pause(store, name, utc_now()))
     click.echo(f"{name}: paused (events accumulate; `porteiro destinations resume {name}`)")
 
@@ -96,8 +103,7 @@ def pause(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def resume(ctx: click.Context, name: str) -> None:
     """Send to NAME again (also re-enables it after a 410 and closes its circuit)."""
-    config = common.config(ctx)
-    operations.configured(config.destinations, name)
+    config = _config_for_destination(ctx, name)
     _run(config, lambda store: operations.resume(store, name, utc_now()))
     click.echo(f"{name}: active")
 
@@ -110,8 +116,7 @@ def resume(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_json: bool) -> None:
     """NAME's outbox rows, newest first."""
-    config = common.config(ctx)
-    operations.configured(config.destinations, name)
+    config = _config_for_destination(ctx, name)
     chosen = None if status is None else OutboxStatus(status)
     page = _run(config, lambda store: store.list_outbox(name, chosen, None, limit))
     if as_json:
@@ -136,8 +141,7 @@ def outbox(ctx: click.Context, name: str, status: str | None, limit: int, as_jso
 @click.pass_context
 def redrive(ctx: click.Context, name: str, ids: Sequence[int]) -> None:
     """Make NAME's dead rows pending again (they then block nothing behind them)."""
-    config = common.config(ctx)
-    operations.configured(config.destinations, name)
+    config = _config_for_destination(ctx, name)
     with common.progress("redrive") as progress:
         moved = _run(
             config,
