@@ -27,7 +27,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from porteiro.config import SourceConfig
 from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, refund_steps
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
@@ -52,13 +51,11 @@ class FakeAdyen(FakeGateway):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
 
-    def source_config(self) -> SourceConfig:
+    def source_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"merchant_account": MERCHANT}
         if self.settings.basic_auth:
             options["basic_auth"] = self.settings.basic_auth
-        return SourceConfig(
-            name="fake", provider="adyen", secrets=(self.settings.secret,), options=options
-        )
+        return options
 
     def psp(self, rng: random.Random) -> str:
         return "".join(rng.choice(_PSP) for _ in range(16))

@@ -146,7 +146,16 @@ class FakeGateway:
 
     def source_config(self) -> SourceConfig:
         """The SourceConfig Porteiro's adapter signs with (from the CLI flags)."""
-        return SourceConfig(name="fake", provider=self.name, secrets=(self.settings.secret,))
+        return SourceConfig(
+            name="fake",
+            provider=self.name,
+            secrets=(self.settings.secret,),
+            options=self.source_options(),
+        )
+
+    def source_options(self) -> dict[str, Any]:
+        """The provider options of `source_config`: none unless the gateway needs some."""
+        return {}
 
     def plan(self) -> list[Step]:
         raise NotImplementedError

@@ -33,7 +33,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
 from porteiro.fakes.core import (
     FakeGateway,
@@ -65,13 +64,11 @@ class FakePagarme(FakeGateway):
         self.charges: dict[str, FakePayment] = {}  # charge id -> its order's payment
         self.account = {"id": "acc_" + random_id(self.rng, 16), "name": "Porteiro fake"}
 
-    def source_config(self) -> SourceConfig:
+    def source_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"signing_kid": KID}
         if self.settings.signing_key_file:
             options["signing_key_file"] = self.settings.signing_key_file
-        return SourceConfig(
-            name="fake", provider="pagarme", secrets=(self.settings.secret,), options=options
-        )
+        return options
 
     # -- the truth ----------------------------------------------------------------------
 
