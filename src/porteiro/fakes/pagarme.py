@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -188,20 +188,26 @@ class FakePagarme(FakeGateway):
         return JSONResponse({"keys": [jwk]})
 
     async def _get_order(self, request: Request) -> Response:
-        if not self._basic(request):
-            return _error(401, "Authorization has been denied for this request.")
-        payment = self.payments.get(request.path_params["id"])
-        if payment is None or not payment.exists:
-            return _error(404, "Order not found")
-        return JSONResponse(self._order(payment))
+        return self._get_payment(request, self.payments, "Order", self._order)
 
     async def _get_charge(self, request: Request) -> Response:
+        return self._get_payment(request, self.charges, "Charge", self._charge)
+
+    def _get_payment(
+        self,
+        request: Request,
+        by_id: Mapping[str, FakePayment],
+        what: str,
+        view: Callable[[FakePayment], dict[str, Any]],
+    ) -> Response:
+        """GET of an order or a charge by its id: 401 without the key, 404 for an id
+        unknown or not created yet."""
         if not self._basic(request):
             return _error(401, "Authorization has been denied for this request.")
-        payment = self.charges.get(request.path_params["id"])
+        payment = by_id.get(request.path_params["id"])
         if payment is None or not payment.exists:
-            return _error(404, "Charge not found")
-        return JSONResponse(self._charge(payment))
+            return _error(404, f"{what} not found")
+        return JSONResponse(view(payment))
 
     async def _list_charges(self, request: Request) -> Response:
         if not self._basic(request):

@@ -202,20 +202,21 @@ class FakeStripe(FakeGateway):
         return JSONResponse(intent)
 
     async def _get_charge(self, request: Request) -> Response:
-        if not self.authorized(request):
-            return _unauthorized()
-        charge = self.charges.get(request.path_params["id"])
-        if charge is None:
-            return _missing("charge", request.path_params["id"])
-        return JSONResponse(charge)
+        return self._get_stored(request, self.charges, "charge")
 
     async def _get_event(self, request: Request) -> Response:
+        return self._get_stored(request, self.events_by_id, "event")
+
+    def _get_stored(
+        self, request: Request, objects: Mapping[str, dict[str, Any]], what: str
+    ) -> Response:
+        """GET of a stored object by its id: 401 without the key, Stripe's 404 if unknown."""
         if not self.authorized(request):
             return _unauthorized()
-        event = self.events_by_id.get(request.path_params["id"])
-        if event is None:
-            return _missing("event", request.path_params["id"])
-        return JSONResponse(event)
+        found = objects.get(request.path_params["id"])
+        if found is None:
+            return _missing(what, request.path_params["id"])
+        return JSONResponse(found)
 
     async def _list_events(self, request: Request) -> Response:
         if not self.authorized(request):
