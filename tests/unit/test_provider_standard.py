@@ -1,31 +1,24 @@
-"""Standard Webhooks adapter: each test breaks one thing of a correctly signed delivery."""
+"""Standard Webhooks adapter: the specification's test vector and library, the scheme's
+headers one by one, and Porteiro's normalised event format both ways.
+
+What every adapter does (a wrong secret, a missing header, a stale timestamp, the ack,
+the sample lifecycle's round trip) is asserted once, for all, in test_provider_contract.py.
+"""
 
 from __future__ import annotations
 
 import json
 import random
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
 from porteiro.config import SourceConfig
-from porteiro.errors import (
-    AuthenticationError,
-    ConfigError,
-    MalformedHeader,
-    MissingHeader,
-    ParseError,
-    SignatureMismatch,
-    TimestampOutOfTolerance,
-)
+from porteiro.errors import ConfigError, MalformedHeader, ParseError, SignatureMismatch
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
 from porteiro.providers.fields import parse_rfc3339
 from porteiro.providers.standard import StandardProvider
@@ -105,18 +98,6 @@ def test_header_names_are_case_insensitive() -> None:
     provider().verify(request(upper, GOLDEN_BODY), GOLDEN_NOW)
 
 
-def test_library_signature_verifies_with_our_adapter() -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
-    body = json.dumps(EVENT)
-    signature = Webhook(OTHER_SECRET).sign("msg_lib", now, body)
-    headers = {
-        "webhook-id": "msg_lib",
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": signature,
-    }
-    provider(OTHER_SECRET).verify(request(headers, body.encode()), now)
-
-
 def test_non_ascii_id_signed_by_the_library_verifies_as_received() -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     signature = Webhook(OTHER_SECRET).sign("msg_é", now, "{}")
@@ -146,10 +127,6 @@ def test_sign_uses_the_first_secret_and_a_stable_id_for_bodies_without_one() -> 
 # -- rotation -------------------------------------------------------------------------------
 
 
-def test_rotation_any_configured_secret_matches() -> None:
-    provider(OTHER_SECRET, GOLDEN_SECRET).verify(request(golden_headers(), GOLDEN_BODY), GOLDEN_NOW)
-
-
 def test_rotation_any_signature_in_the_header_matches() -> None:
     other = sign_headers(decode_secret(OTHER_SECRET), GOLDEN_ID, GOLDEN_TS, GOLDEN_BODY)
     both = f"{other['webhook-signature']} {GOLDEN_SIGNATURE}"
@@ -168,16 +145,6 @@ def test_other_signature_versions_are_ignored() -> None:
 # -- each test breaks one thing ---------------------------------------------------------------
 
 
-def test_wrong_secret_is_a_mismatch() -> None:
-    with pytest.raises(SignatureMismatch):
-        provider(OTHER_SECRET).verify(request(golden_headers(), GOLDEN_BODY), GOLDEN_NOW)
-
-
-def test_tampered_body_is_a_mismatch() -> None:
-    with pytest.raises(SignatureMismatch):
-        provider().verify(request(golden_headers(), b'{"test": 2432232315}'), GOLDEN_NOW)
-
-
 def test_tampered_id_is_a_mismatch() -> None:
     with pytest.raises(SignatureMismatch):
         provider().verify(request(golden_headers(webhook_id="msg_other"), GOLDEN_BODY), GOLDEN_NOW)
@@ -189,44 +156,10 @@ def test_tampered_timestamp_is_a_mismatch() -> None:
         provider().verify(request(headers, GOLDEN_BODY), GOLDEN_NOW)
 
 
-@pytest.mark.parametrize("name", ["webhook-id", "webhook-timestamp", "webhook-signature"])
-def test_missing_header(name: str) -> None:
-    headers = golden_headers()
-    del headers[name]
-    with pytest.raises(MissingHeader):
-        provider().verify(request(headers, GOLDEN_BODY), GOLDEN_NOW)
-
-
-@pytest.mark.parametrize("name", ["webhook-id", "webhook-timestamp", "webhook-signature"])
-def test_empty_header_counts_as_missing(name: str) -> None:
-    with pytest.raises(MissingHeader):
-        provider().verify(request(golden_headers(**{name: " "}), GOLDEN_BODY), GOLDEN_NOW)
-
-
 @pytest.mark.parametrize("value", ["abc", "1614265330.0", "-1614265330", "1.6e9", "0x60"])
 def test_malformed_timestamp(value: str) -> None:
     with pytest.raises(MalformedHeader):
         provider().verify(request(golden_headers(webhook_timestamp=value), GOLDEN_BODY), GOLDEN_NOW)
-
-
-@pytest.mark.parametrize("skew", [-301, 301, -3600, 3600])
-def test_stale_and_future_timestamps(skew: int) -> None:
-    with pytest.raises(TimestampOutOfTolerance):
-        provider().verify(
-            request(golden_headers(), GOLDEN_BODY), GOLDEN_NOW + timedelta(seconds=skew)
-        )
-
-
-@pytest.mark.parametrize("skew", [-300, 300])
-def test_timestamps_at_the_tolerance_pass(skew: int) -> None:
-    provider().verify(request(golden_headers(), GOLDEN_BODY), GOLDEN_NOW + timedelta(seconds=skew))
-
-
-def test_tolerance_comes_from_the_source() -> None:
-    later = GOLDEN_NOW + timedelta(seconds=31)
-    provider(tolerance=60).verify(request(golden_headers(), GOLDEN_BODY), later)
-    with pytest.raises(TimestampOutOfTolerance):
-        provider(tolerance=30).verify(request(golden_headers(), GOLDEN_BODY), later)
 
 
 @pytest.mark.parametrize(
@@ -259,19 +192,6 @@ def test_a_v1_signature_of_the_wrong_length_is_a_mismatch() -> None:
         )
 
 
-@given(
-    msg_id=st.text(max_size=30),
-    timestamp=st.text(max_size=20),
-    signature=st.text(max_size=120),
-)
-def test_arbitrary_headers_only_raise_authentication_errors(
-    msg_id: str, timestamp: str, signature: str
-) -> None:
-    headers = {"webhook-id": msg_id, "webhook-timestamp": timestamp, "webhook-signature": signature}
-    with pytest.raises(AuthenticationError):
-        provider().verify(request(headers, GOLDEN_BODY), GOLDEN_NOW)
-
-
 # -- secrets --------------------------------------------------------------------------------
 
 
@@ -285,16 +205,6 @@ def test_secret_without_prefix_is_base64_too() -> None:
 def test_invalid_secret_is_a_config_error(secret: str) -> None:
     with pytest.raises(ConfigError):
         provider(secret)
-
-
-def test_a_source_without_secrets_is_a_config_error() -> None:
-    with pytest.raises(ConfigError):
-        StandardProvider(SourceConfig(name="std", provider="standard"))
-
-
-def test_registry_builds_the_adapter() -> None:
-    built = build_provider(SourceConfig(name="std", provider="standard", secrets=(GOLDEN_SECRET,)))
-    assert isinstance(built, StandardProvider)
 
 
 # -- parse ----------------------------------------------------------------------------------
@@ -344,19 +254,9 @@ def test_lower_case_currency_is_normalised() -> None:
     assert event.currency == "BRL"
 
 
-@pytest.mark.parametrize(
-    ("body", "reason"),
-    [
-        (b"{not json", "not valid JSON"),
-        (b"[1, 2]", "JSON object"),
-        (b'"payment.paid"', "JSON object"),
-        (b"", "not valid JSON"),
-        (b"\xff\xfe", "not valid JSON"),
-    ],
-)
-def test_unparseable_bodies(body: bytes, reason: str) -> None:
-    with pytest.raises(ParseError, match=reason):
-        provider().parse(request({"webhook-id": "m"}, body))
+def test_an_empty_body_is_not_json() -> None:
+    with pytest.raises(ParseError, match="not valid JSON"):
+        provider().parse(request({"webhook-id": "m"}, b""))
 
 
 @pytest.mark.parametrize(
@@ -439,43 +339,7 @@ def test_event_body_round_trips_through_parse() -> None:
     assert parsed == original
 
 
-# -- ack, enrich, fetch_status ------------------------------------------------------------------
-
-
-def test_ack_is_200_with_an_empty_body() -> None:
-    ack = provider().ack()
-    assert (ack.status, ack.body) == (200, b"")
-
-
-async def test_enrich_returns_the_event_and_there_is_no_status_read() -> None:
-    [event] = provider().parse(event_request(EVENT))
-    async with httpx.AsyncClient() as http:
-        assert await provider().enrich(event, http) is event
-        assert await provider().fetch_status("pay_123", http) is None
-
-
 # -- sample lifecycle ----------------------------------------------------------------------------
-
-
-def test_sample_lifecycle_is_signed_parseable_and_in_order() -> None:
-    adapter = provider()
-    now = datetime.now(UTC)
-    sample = SamplePayment(object_id="pay_7", reference="ord-7", amount=1000)
-    bodies = adapter.sample_lifecycle(sample, now, random.Random(1))
-    events: list[ParsedEvent] = []
-    for body in bodies:
-        signed = adapter.sign(body, now)
-        adapter.verify(request(signed.headers, signed.body), now)
-        events.extend(adapter.parse(request(signed.headers, signed.body)))
-    assert [e.kind for e in events] == [
-        Kind.PAYMENT_CREATED,
-        Kind.PAYMENT_AUTHORIZED,
-        Kind.PAYMENT_PAID,
-    ]
-    assert {e.object_id for e in events} == {"pay_7"}
-    assert {(e.amount, e.currency, e.reference) for e in events} == {(1000, "BRL", "ord-7")}
-    times = [e.occurred_at for e in events if e.occurred_at is not None]
-    assert len(times) == 3 and times == sorted(times) and len(set(times)) == 3
 
 
 def test_sample_lifecycle_with_refunds() -> None:
@@ -488,13 +352,3 @@ def test_sample_lifecycle_with_refunds() -> None:
     assert (partial.amount, partial.refunded_total) == (333, 333)
     assert (full.amount, full.refunded_total) == (667, 1000)
     assert len({e.dedup_key for e in events}) == len(events) == 5
-
-
-def test_sample_lifecycle_ids_differ_between_payments() -> None:
-    adapter = provider()
-    rng = random.Random(3)
-    now = datetime.now(UTC)
-    first = adapter.sample_lifecycle(SamplePayment("a", "r", 1), now, rng)
-    second = adapter.sample_lifecycle(SamplePayment("b", "r", 1), now, rng)
-    ids = [json.loads(body)["id"] for body in [*first, *second]]
-    assert len(set(ids)) == len(ids)
