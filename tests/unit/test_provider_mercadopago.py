@@ -1,6 +1,10 @@
 """Mercado Pago adapter: the x-signature manifest (checked against the official SDK's
 WebhookSignatureValidator), thin notifications, and enrichment from a real local HTTP
-server that plays the payments API (tests/fakes/mercadopago.py)."""
+server that plays the payments API (tests/fakes/mercadopago.py).
+
+What every adapter does (a wrong secret, a missing header, a stale timestamp, the ack,
+the sample lifecycle's round trip) is asserted once, for all, in test_provider_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +42,6 @@ from porteiro.errors import (
     TimestampOutOfTolerance,
 )
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
-from porteiro.providers import build_provider
 from porteiro.providers.base import SamplePayment
 from porteiro.providers.mercadopago import MercadoPagoProvider
 from porteiro.providers.mercadopago.payload import (
@@ -242,39 +245,11 @@ def test_dropping_the_request_id_after_signing_with_it_fails_in_both() -> None:
 # -- refusals -------------------------------------------------------------------------------------
 
 
-def test_tampered_query_data_id() -> None:
-    delivery = signed("999999999")
-    forged = request(delivery.body, dict(delivery.headers), "data.id=999999998&type=payment")
-    assert not sdk_accepts(forged)
-    with pytest.raises(SignatureMismatch):
-        adapter().verify(forged, NOW)
-
-
 def test_tampered_request_id() -> None:
     delivery = signed()
     headers = {**dict(delivery.headers), "x-request-id": REQUEST_ID.replace("2", "3")}
     with pytest.raises(SignatureMismatch):
         adapter().verify(request(delivery.body, headers, delivery.query), NOW)
-
-
-def test_the_body_is_not_signed() -> None:
-    # Mercado Pago's signature does not cover the body: that is why it is only a hint.
-    delivery = signed(body=b'{"anything": "else"}')
-    adapter().verify(request(b'{"id": 1}', dict(delivery.headers), delivery.query), NOW)
-
-
-def test_wrong_secret() -> None:
-    delivery = signed(secret="another-secret")
-    with pytest.raises(SignatureMismatch):
-        adapter().verify(delivery, NOW)
-
-
-def test_rotation_any_configured_secret_matches() -> None:
-    rotated = adapter("old-secret", SECRET)
-    rotated.verify(signed(secret=SECRET), NOW)
-    rotated.verify(signed(secret="old-secret"), NOW)
-    with pytest.raises(SignatureMismatch):
-        rotated.verify(signed(secret="third"), NOW)
 
 
 def test_any_of_several_v1_matches() -> None:
@@ -283,24 +258,6 @@ def test_any_of_several_v1_matches() -> None:
     ts, good = header.split(",")
     headers = {**dict(delivery.headers), "x-signature": f"{ts},v1={'0' * 64},{good}"}
     adapter().verify(request(b"{}", headers, delivery.query), NOW)
-
-
-@pytest.mark.parametrize("skew", [-301, 301, -86_400, 10**6])
-def test_stale_or_future_timestamps(skew: int) -> None:
-    delivery = signed(ts=str(int(NOW.timestamp()) + skew))
-    with pytest.raises(TimestampOutOfTolerance):
-        adapter().verify(delivery, NOW)
-
-
-@pytest.mark.parametrize("skew", [-300, 0, 300])
-def test_timestamps_within_tolerance(skew: int) -> None:
-    adapter().verify(signed(ts=str(int(NOW.timestamp()) + skew)), NOW)
-
-
-def test_tolerance_is_configurable() -> None:
-    delivery = signed(ts=str(int(NOW.timestamp()) - 30))
-    with pytest.raises(TimestampOutOfTolerance):
-        adapter(tolerance_seconds=10).verify(delivery, NOW)
 
 
 def test_millisecond_timestamps() -> None:
@@ -312,15 +269,6 @@ def test_millisecond_timestamps() -> None:
     stale = signed(ts=str(int(NOW.timestamp() * 1000) - 301_000))
     with pytest.raises(TimestampOutOfTolerance):
         adapter().verify(stale, NOW)
-
-
-@pytest.mark.parametrize("header", [None, "", "   "])
-def test_missing_signature_header(header: str | None) -> None:
-    headers = {"x-request-id": REQUEST_ID}
-    if header is not None:
-        headers["x-signature"] = header
-    with pytest.raises(MissingHeader):
-        adapter().verify(request(b"{}", headers, "data.id=1"), NOW)
 
 
 @pytest.mark.parametrize(
@@ -479,8 +427,6 @@ def test_legacy_ipn_with_resource_body() -> None:
 @pytest.mark.parametrize(
     ("body", "query", "reason"),
     [
-        (b"{not json", "", "not valid JSON"),
-        (b"[1, 2]", "", "JSON object"),
         (b"{}", "", "neither type nor action"),
         (b"", "", "neither type nor action"),
         (b'{"type": "payment", "action": "payment.created", "data": {}}', "", "without data.id"),
@@ -493,15 +439,7 @@ def test_parse_errors(body: bytes, query: str, reason: str) -> None:
         adapter().parse(request(body, {}, query))
 
 
-def test_ack_is_an_empty_200() -> None:
-    ack = adapter().ack()
-    assert (ack.status, ack.body) == (200, b"")
-
-
-def test_registry_and_configuration() -> None:
-    assert isinstance(build_provider(source()), MercadoPagoProvider)
-    with pytest.raises(ConfigError):
-        MercadoPagoProvider(SourceConfig(name="mp", provider="mercadopago"))
+def test_currency_exponents_option_is_checked() -> None:
     for bad in ({"BRL": "2"}, {"BRL": 9}, ["BRL"], {"BRL": True}):
         with pytest.raises(ConfigError):
             adapter(currency_exponents=bad)
@@ -521,11 +459,6 @@ def test_sample_lifecycle_shapes() -> None:
     assert times == sorted(times) and times[-1] < NOW
     short = adapter().sample_lifecycle(SamplePayment("1", "r", 5), NOW, random.Random(3))
     assert len(short) == 2
-    for body in bodies:
-        out = adapter().sign(body, NOW)
-        adapter().verify(request(out.body, out.headers, out.query), NOW)
-        [event] = adapter().parse(request(out.body, out.headers, out.query))
-        assert event.thin and event.object_id == "1234567890"
 
 
 # -- pure mapping and amounts --------------------------------------------------------------------
