@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +77,18 @@ def events_list(
     _print_events(common.run(common.config(ctx), fetch), as_json)
 
 
+def _found(
+    ctx: click.Context,
+    fetch: Callable[[Runtime], Awaitable[dict[str, Any] | None]],
+    missing: str,
+) -> dict[str, Any]:
+    """The view `fetch` builds of one stored thing; `missing` (exit 1) when there is none."""
+    view = common.run(common.config(ctx), fetch)
+    if view is None:
+        raise click.ClickException(missing)
+    return view
+
+
 @events.command("show")
 @click.argument("event_id", type=int)
 @common.json_option
@@ -91,9 +103,7 @@ def events_show(ctx: click.Context, event_id: int, as_json: bool) -> None:
         deliveries = await runtime.store.event_deliveries(event_id)
         return jsonview.event_detail_to_json(event, deliveries)
 
-    view = common.run(common.config(ctx), fetch)
-    if view is None:
-        raise click.ClickException(f"no event {event_id}")
+    view = _found(ctx, fetch, f"no event {event_id}")
     if as_json:
         common.json_line(view)
     else:
@@ -249,9 +259,7 @@ def payments_show(ctx: click.Context, source: str, object_id: str, as_json: bool
         history = await runtime.store.payment_history(source, object_id)
         return jsonview.payment_to_json(payment, history)
 
-    view = common.run(common.config(ctx), fetch)
-    if view is None:
-        raise click.ClickException(f"no payment {object_id!r} from source {source!r}")
+    view = _found(ctx, fetch, f"no payment {object_id!r} from source {source!r}")
     if as_json:
         common.json_line(view)
         return
