@@ -8,7 +8,7 @@ import asyncio
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 from porteiro.store import open_store
 
 T = TypeVar("T")
+R = TypeVar("R")
 _RELATIVE = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -48,8 +49,14 @@ async def runtime(
 
 
 def run(config: Config, work: Callable[[Runtime], Awaitable[T]]) -> T:
+    return run_within(runtime(config), work)
+
+
+def run_within(resource: AbstractAsyncContextManager[R], work: Callable[[R], Awaitable[T]]) -> T:
+    """A command's one event loop: `work` on what `resource` opens, closed when it ends."""
+
     async def run() -> T:
-        async with runtime(config) as opened:
+        async with resource as opened:
             return await work(opened)
 
     return asyncio.run(run())

@@ -43,11 +43,7 @@ async def _outbox(
 
 
 def _run(config: Config, work: Callable[[OutboxStore], Awaitable[T]]) -> T:
-    async def run() -> T:
-        async with _outbox(config) as store:
-            return await work(store)
-
-    return asyncio.run(run())
+    return common.run_within(_outbox(config), work)
 
 
 def _config_for_destination(ctx: click.Context, name: str) -> Config:
