@@ -121,19 +121,13 @@ class FakePagarme(FakeGateway):
         self._set(payment, at, "paid", status="paid", paid_amount=payment.amount,
                   last_transaction=self._transaction("captured", payment.amount))  # fmt: skip
         payment.state = PaymentState.PAID
-        return [
-            self._hook(payment, "charge.paid", self._charge(payment), at),
-            self._hook(payment, "order.paid", self._order(payment), at),
-        ]
+        return self._charge_and_order_hooks(payment, "paid", at)
 
     def _fail(self, payment: FakePayment, at: datetime) -> list[Webhook]:
         self._set(payment, at, "failed", status="failed",
                   last_transaction=self._transaction("failed", payment.amount))  # fmt: skip
         payment.state = PaymentState.FAILED
-        return [
-            self._hook(payment, "charge.payment_failed", self._charge(payment), at),
-            self._hook(payment, "order.payment_failed", self._order(payment), at),
-        ]
+        return self._charge_and_order_hooks(payment, "payment_failed", at)
 
     def _cancel(self, payment: FakePayment, at: datetime) -> list[Webhook]:
         self._set(payment, at, "canceled", status="canceled")
@@ -150,6 +144,15 @@ class FakePagarme(FakeGateway):
         payment.state = PaymentState.REFUNDED if full else PaymentState.PARTIALLY_REFUNDED
         kind = "charge.refunded" if full else "charge.partial_canceled"
         return [self._hook(payment, kind, self._charge(payment), at)]
+
+    def _charge_and_order_hooks(
+        self, payment: FakePayment, what: str, at: datetime
+    ) -> list[Webhook]:
+        """`charge.{what}` then `order.{what}`: Pagar.me tells both when a charge settles."""
+        return [
+            self._hook(payment, f"charge.{what}", self._charge(payment), at),
+            self._hook(payment, f"order.{what}", self._order(payment), at),
+        ]
 
     def _hook(
         self, payment: FakePayment, kind: str, data: Mapping[str, Any], at: datetime
