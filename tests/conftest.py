@@ -1,25 +1,20 @@
 """Shared fixtures: real SQLite files and a real PostgreSQL database per test.
 
-PostgreSQL: PORTEIRO_TEST_PG (default postgresql://postgres@127.0.0.1:5432/test) names an
-admin connection; each test gets a fresh database created from it and dropped after.
-Locally an unreachable server skips those tests; under CI=true it fails them.
+PostgreSQL: each test gets a fresh database, created from the admin connection that
+tests.support.services names and dropped after.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from porteiro.store import open_store
 from porteiro.store.base import Store
-
-PG_ADMIN_URL = os.environ.get("PORTEIRO_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.support.services import fresh_database
 
 
 @pytest.fixture(autouse=True)
@@ -30,42 +25,11 @@ def _clean_porteiro_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key, raising=False)
 
 
-def _pg_reachable() -> str | None:
-    try:
-        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        return str(exc)
-    return None
-
-
-def require_postgres() -> None:
-    problem = _pg_reachable()
-    if problem is None:
-        return
-    message = f"PostgreSQL at {PG_ADMIN_URL} is unreachable: {problem}"
-    if IN_CI:
-        pytest.fail(message + " (CI=true: services are required, never skipped)")
-    pytest.skip(message)
-
-
-def _db_url(name: str) -> str:
-    base, _, _ = PG_ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """URL of a fresh, empty PostgreSQL database, dropped after the test."""
-    require_postgres()
-    name = f"porteiro_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _db_url(name)
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,30 +1,5 @@
-"""Helpers the provider adapter tests share."""
+"""Moved to tests.support.inbound; this re-export goes once every import points there."""
 
-from __future__ import annotations
+from tests.support.inbound import inbound
 
-from collections.abc import Mapping
-from datetime import datetime
-
-from porteiro.model import InboundRequest
-
-
-def inbound(
-    source: str,
-    body: bytes,
-    headers: Mapping[str, str] | None = None,
-    *,
-    received_at: datetime,
-    query: str = "",
-) -> InboundRequest:
-    """A webhook POST to /webhooks/{source} from loopback; header names lower-cased, as the
-    receiver hands them over."""
-    return InboundRequest(
-        source=source,
-        method="POST",
-        path=f"/webhooks/{source}",
-        query=query,
-        headers=[(key.lower(), value) for key, value in (headers or {}).items()],
-        body=body,
-        peer="127.0.0.1",
-        received_at=received_at,
-    )
+__all__ = ["inbound"]

@@ -17,7 +17,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +33,13 @@ from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.store.postgres import PostgresStore
-from tests.conftest import PG_ADMIN_URL
-from tests.e2e.conftest import MAX_BODY, event_body, make_config, post_signed, standard_headers
-from tests.e2e.processes import free_port, post_all, run_porteiro, serving, write_config
-from tests.live_server import live_server
+from tests.support.app import MAX_BODY, make_config, post_signed
+from tests.support.database import execute, query, sqlite_path
+from tests.support.events import event_body
+from tests.support.processes import post_all, run_porteiro, serving, write_config
+from tests.support.servers import free_port, live_server
+from tests.support.services import PG_ADMIN_URL
+from tests.support.signing import standard_headers
 
 RETRY_AFTER = 7
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -122,12 +125,7 @@ async def served(
 
 
 def stored_event_keys(store_url: str) -> set[str]:
-    query = "SELECT dedup_key FROM events"
-    if store_url.startswith("sqlite"):
-        with sqlite3.connect(_sqlite_path(store_url)) as db:
-            return {key for (key,) in db.execute(query)}
-    with psycopg.connect(store_url) as conn:
-        return {key for (key,) in conn.execute(query)}
+    return {key for (key,) in query(store_url, "SELECT dedup_key FROM events")}
 
 
 # -- a commit slower than store_timeout_seconds ------------------------------------------------
@@ -159,7 +157,7 @@ def test_a_commit_past_the_store_timeout_is_503(
 async def _table_locked(store_url: str) -> AsyncIterator[None]:
     """Another client holds the write lock the batch needs until the block ends."""
     if store_url.startswith("sqlite"):
-        holder = sqlite3.connect(_sqlite_path(store_url), isolation_level=None)
+        holder = sqlite3.connect(sqlite_path(store_url), isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
         try:
             yield
@@ -252,15 +250,11 @@ async def _terminate(store_url: str, condition: str) -> int:
     """Terminate the store's backends matching `condition` now; how many. From the admin
     database: the store's own may be refusing connections."""
     database = store_url.rpartition("/")[2]
-    query = (
+    statement = (
         f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND {condition}"
     )
     async with await psycopg.AsyncConnection.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        return len(await (await admin.execute(query, (database,))).fetchall())
-
-
-def _sqlite_path(store_url: str) -> str:
-    return store_url.removeprefix("sqlite:///").partition("?")[0]
+        return len(await (await admin.execute(statement, (database,))).fetchall())
 
 
 # -- a statement the database refuses ----------------------------------------------------------
@@ -288,23 +282,14 @@ def test_a_statement_the_database_refuses_is_503(
     async def scenario() -> None:
         create, drop = REFUSE[store_url.partition(":")[0]]
         async with served(store_url) as ingest:
-            _execute(store_url, create)
+            execute(store_url, create)
             try:
                 assert_unavailable(await ingest.burst("evt_refused"))
             finally:
-                _execute(store_url, drop)
+                execute(store_url, drop)
 
     run(scenario())
     assert errors_logged() == []
-
-
-def _execute(store_url: str, script: str) -> None:
-    if store_url.startswith("sqlite"):
-        with sqlite3.connect(_sqlite_path(store_url)) as db:
-            db.executescript(script)
-        return
-    with psycopg.connect(store_url, autocommit=True) as conn:
-        conn.execute(script.encode())
 
 
 # -- the real `porteiro serve` process (uvloop when importable) ------------------------------
@@ -333,9 +318,9 @@ def test_serve_answers_store_failures_with_503_and_one_json_line_each(
         assert locked == [503] * len(bodies)
         assert post_all(port, bodies, concurrency=20) == [200] * len(bodies)
         create, drop = REFUSE["postgresql"]
-        _execute(store_url, create)
+        execute(store_url, create)
         refused = post_all(port, bodies[:5], concurrency=5)
-        _execute(store_url, drop)
+        execute(store_url, drop)
         assert refused == [503] * 5
         assert post_all(port, bodies[:5], concurrency=5) == [200] * 5
         output = proc.output()
@@ -387,13 +372,13 @@ def test_a_quarantine_the_database_refuses_still_answers_401(
     async def scenario() -> None:
         create, drop = refuse[store_url.partition(":")[0]]
         async with served(store_url) as ingest:
-            _execute(store_url, create)
+            execute(store_url, create)
             try:
                 response = await ingest.http.post(
                     "/webhooks/shop", content=event_body("evt_forged"), headers={"x": "y"}
                 )
             finally:
-                _execute(store_url, drop)
+                execute(store_url, drop)
             assert response.status_code == 401
 
     run(scenario())
@@ -410,7 +395,7 @@ def test_a_nul_in_a_header_value_is_stored_escaped(
         runtime = Runtime.build(make_config(store_url))
         app = create_app(runtime, migrate=True)
         headers = {**standard_headers(body, "msg_nul"), "x-odd": "a\x00b"}
-        sent: list[dict[str, Any]] = []
+        sent: list[MutableMapping[str, Any]] = []
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
             "method": "POST", "scheme": "http", "path": "/webhooks/shop", "raw_path": b"",
@@ -422,7 +407,7 @@ def test_a_nul_in_a_header_value_is_stored_escaped(
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": body, "more_body": False}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             sent.append(message)
 
         await runtime.start(migrate=True)

@@ -4,14 +4,10 @@ replay, DLQ, payments with history, quarantine, and the OpenAPI document's cover
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -27,17 +23,11 @@ from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
-from tests.e2e.conftest import (
-    PEER,
-    SECRET,
-    SOURCE,
-    admin_headers,
-    asgi_client,
-    event_body,
-    header_map,
-    post_signed,
-)
-from tests.live_server import live_server
+from tests.support.app import PEER, SOURCE, admin_headers, asgi_client, post_signed
+from tests.support.events import event_body
+from tests.support.servers import live_server
+from tests.support.signing import SECRET, raw_standard_headers
+from tests.support.waiting import wait_until_async
 
 sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 AUTH = admin_headers()
@@ -48,16 +38,8 @@ async def ingest(client: httpx.AsyncClient, event_id: str, **fields: Any) -> Non
     assert response.status_code == 200
 
 
-def raw_signed(body: bytes, msg_id: str) -> dict[str, str]:
-    """Standard Webhooks headers for any bytes (the reference library needs text)."""
-    key = base64.b64decode(SECRET.removeprefix("whsec_"))
-    timestamp = str(int(datetime.now(UTC).timestamp()))
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": timestamp,
-        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
-    }
+def header_map(pairs: list[list[str]]) -> dict[str, str]:
+    return {name: value for name, value in pairs}
 
 
 # -- auth -------------------------------------------------------------------------------------
@@ -216,7 +198,9 @@ async def test_binary_body_is_shown_base64_and_round_trips(
     client: httpx.AsyncClient, runtime: Runtime
 ) -> None:
     body = b"\xff\xfe\x00binary\x80"
-    response = await client.post(f"/webhooks/{SOURCE}", content=body, headers=raw_signed(body, "m"))
+    response = await client.post(
+        f"/webhooks/{SOURCE}", content=body, headers=raw_standard_headers(body, "m")
+    )
     assert response.status_code == 200
     dead = (await client.get("/api/dlq", headers=AUTH)).json()["items"]
     [event] = dead
@@ -386,7 +370,7 @@ async def test_payment_with_history_after_the_worker_ran(
 @sqlite_only
 async def test_quarantine_lists_refused_requests(client: httpx.AsyncClient) -> None:
     body = event_body("evt_forged")
-    headers = {**raw_signed(body, "msg_forged"), "webhook-signature": "v1,AAAA"}
+    headers = {**raw_standard_headers(body, "msg_forged"), "webhook-signature": "v1,AAAA"}
     refusal = await client.post(f"/webhooks/{SOURCE}", content=body, headers=headers)
     assert refusal.status_code == 401
     listed = (await client.get("/api/quarantine", params={"limit": "5"}, headers=AUTH)).json()
@@ -406,13 +390,12 @@ async def test_background_worker_runs_inside_the_app_lifespan(runtime: Runtime) 
     application = create_app(runtime, background=[lambda: Worker(runtime).run(stop)], migrate=True)
     async with application.router.lifespan_context(application), asgi_client(application) as http:
         await ingest(http, "evt_bg")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+
+        async def done() -> bool:
             [event] = (await runtime.store.list_events(EventFilter(), None, 1)).items
-            if event.status is EventStatus.DONE:
-                break
-            await asyncio.sleep(0.05)
-        assert event.status is EventStatus.DONE
+            return event.status is EventStatus.DONE
+
+        await wait_until_async(done, "the background worker to apply the event", within=5)
     # Shutdown cancelled the worker task and closed the runtime without hanging.
 
 

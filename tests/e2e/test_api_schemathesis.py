@@ -9,11 +9,10 @@ the document declares. Bounded and derandomized: the same examples on every run.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
-import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -28,9 +27,11 @@ from schemathesis.specs.openapi.checks import (
 from porteiro.http.app import create_app
 from porteiro.http.openapi import openapi_document
 from porteiro.runtime import Runtime
-from tests.conftest import PG_ADMIN_URL, require_postgres
-from tests.e2e.conftest import SOURCE, admin_headers, event_body, make_config, standard_headers
-from tests.live_server import live_server_thread
+from tests.support.app import SOURCE, admin_headers, make_config
+from tests.support.events import event_body
+from tests.support.servers import live_server_thread
+from tests.support.services import fresh_database
+from tests.support.signing import standard_headers
 
 CHECKS = [
     not_a_server_error,
@@ -78,15 +79,8 @@ def base_url(
     if request.param == "sqlite":
         yield from _serve(f"sqlite:///{tmp_path_factory.mktemp('schemathesis') / 'porteiro.db'}")
         return
-    require_postgres()
-    name = f"porteiro_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield from _serve(f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}")
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database() as url:
+        yield from _serve(url)
 
 
 def _serve(store_url: str) -> Iterator[str]:
@@ -107,6 +101,6 @@ def _serve(store_url: str) -> Iterator[str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_answers_as_its_document_says(
-    base_url: str, case: schemathesis.Case
+    base_url: str, case: schemathesis.Case[Any]
 ) -> None:
     case.call_and_validate(base_url=base_url, headers=admin_headers(), checks=CHECKS, timeout=10)

@@ -29,7 +29,7 @@ from bench.report import Load
 from bench.sketch import _signed
 
 from porteiro.providers.stripe.samples import signature_header
-from tests.conftest import PG_ADMIN_URL, require_postgres
+from tests.support.services import PG_ADMIN_URL, require_postgres
 
 pytestmark = pytest.mark.slow
 

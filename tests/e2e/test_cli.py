@@ -4,14 +4,8 @@ operator commands (events, payments, dlq, replay) against what the server stored
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,124 +13,51 @@ from typing import Any
 import httpx
 import pytest
 
-import porteiro
+from porteiro import store
 from porteiro.config import SourceConfig
 from porteiro.providers import build_provider
+from tests.support.processes import Cli, local_url, porteiro, wait_healthy, write_config
+from tests.support.servers import free_port
+from tests.support.signing import SECRET
+from tests.support.waiting import wait_until
 
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+MIGRATIONS = Path(store.__file__).parent / "migrations"
 FORGED_SECRET = "whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).with_name("porteiro")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "porteiro"]
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
-
-
-def write_config(path: Path, store: Path, port: int, secret: str = SECRET) -> Path:
-    path.write_text(
-        f"""
-[store]
-url = "sqlite:///{store}"
-
-[admin]
-token = "cli-admin-token"
-
-[server]
-port = {port}
-
-[worker]
-poll_interval_seconds = 0.1
-
-[sources.std]
-provider = "standard"
-secrets = ["{secret}"]
-"""
-    )
-    return path
-
-
-@dataclass
-class Cli:
-    config: Path
-
-    def run(self, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*_command(), "--config", str(self.config), *args],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == expect, f"porteiro {args}: {done.stdout}\n{done.stderr}"
-        return done
-
-    def json_lines(self, *args: str) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.run(*args, "--json").stdout.splitlines()]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
     directory = tmp_path_factory.mktemp("cli")
-    port = _free_port()
-    cli = Cli(write_config(directory / "porteiro.toml", directory / "porteiro.db", port))
-    migrations = sorted(
-        path.name.split("_")[0]
-        for path in (Path(porteiro.__file__).parent / "store" / "migrations" / "sqlite").glob(
-            "*.sql"
-        )
-    )
+    port = free_port()
+    cli = Cli(write_config(directory, f"sqlite:///{directory / 'porteiro.db'}", port=port))
+    migrations = sorted(path.name.split("_")[0] for path in (MIGRATIONS / "sqlite").glob("*.sql"))
     assert cli.run("db", "upgrade").stdout.strip() == "applied " + ", ".join(migrations)
     assert cli.run("db", "upgrade").stdout.strip() == "database is up to date"
     log_path = directory / "serve.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [*_command(), "--config", str(cli.config), "serve"], stdout=log, stderr=log, env=_env()
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_healthy(url, proc, log_path)
-            yield cli, url
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            # uvicorn re-raises SIGTERM once it has shut down gracefully.
-            assert proc.wait(timeout=15) in (0, -signal.SIGTERM)
+    proc = porteiro(cli.config, "serve", log=log_path)
+    url = local_url(port)
+    try:
+        wait_healthy(proc, url)
+        yield cli, url
+    finally:
+        proc.kill(signal.SIGTERM)
+    # uvicorn re-raises SIGTERM once it has shut down gracefully.
+    assert proc.popen.returncode in (0, -signal.SIGTERM)
     output = log_path.read_text()
     assert f"porteiro listening on {url}" in output
     assert "Application shutdown complete" in output and "worker.stopped" in output
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(log.read_text())
-
-
 def _wait_all_done(cli: Cli, expected: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 15
-    while True:
+    events: list[dict[str, Any]] = []
+
+    def all_done() -> bool:
+        nonlocal events
         events = cli.json_lines("events", "list", "--source", "std", "--limit", "1000")
-        if len(events) >= expected and all(e["status"] in ("done", "dead") for e in events):
-            return events
-        assert time.monotonic() < deadline, events
-        time.sleep(0.3)
+        return len(events) >= expected and all(e["status"] in ("done", "dead") for e in events)
+
+    wait_until(all_done, f"{expected} events done or dead", within=15, every=0.3)
+    return events
 
 
 def test_simulate_then_inspect_and_replay(server: tuple[Cli, str], tmp_path: Path) -> None:
@@ -212,9 +133,8 @@ def test_simulate_reports_refusals_with_a_failing_exit_code(
 ) -> None:
     _, url = server
     port = int(url.rsplit(":", 1)[1])
-    forger = Cli(
-        write_config(tmp_path / "forged.toml", tmp_path / "unused.db", port, FORGED_SECRET)
-    )
+    unused = f"sqlite:///{tmp_path / 'unused.db'}"
+    forger = Cli(write_config(tmp_path, unused, port=port, secret=FORGED_SECRET))
     refused = forger.run("simulate", "--source", "std", "--count", "1", expect=1)
     assert "2xx 0, 4xx 3" in refused.stdout
 
@@ -224,5 +144,5 @@ def test_configuration_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     done = missing.run("events", "list", expect=2)
     assert "configuration file not found" in done.stderr
     assert "Traceback" not in done.stderr
-    unknown = Cli(write_config(tmp_path / "p.toml", tmp_path / "p.db", 1))
+    unknown = Cli(write_config(tmp_path, f"sqlite:///{tmp_path / 'p.db'}", port=1))
     assert "unknown source 'nope'" in unknown.run("simulate", "--source", "nope", expect=2).stderr

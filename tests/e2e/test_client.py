@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,7 +41,9 @@ from porteiro.store import open_store
 from porteiro.store.base import Store
 from porteiro.store.client import IdempotencyStore, KeyState
 from porteiro.store.reconcile import ReconcileStore
-from tests.live_server import live_server
+from tests.support.processes import porteiro_argv, porteiro_env
+from tests.support.servers import live_server
+from tests.support.waiting import wait_until_async
 
 FAST = RetryPolicy(max_attempts=5, base_delay_seconds=0.02, multiplier=2.0,
                    max_delay_seconds=0.3, jitter=0.25)  # fmt: skip
@@ -210,13 +209,6 @@ def expectations_of(store: Store) -> ReconcileStore:
     return store
 
 
-async def _until(condition: Callable[[], bool], what: str, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.01)
-
-
 # -- tests -------------------------------------------------------------------------------
 
 
@@ -342,13 +334,14 @@ async def test_the_same_key_with_another_payload_is_refused_before_sending(
 ) -> None:
     async with fake("pagarme") as gw, client_for(store, "pagarme", gw.url) as client:
         first = await client.create_payment(1000, "BRL", "order-1", key="shared")
-        for changed in (
+        changes: tuple[dict[str, Any], ...] = (
             {"amount": 1001, "currency": "BRL", "reference": "order-1"},
             {"amount": 1000, "currency": "BRL", "reference": "order-2"},
             {"amount": 1000, "currency": "BRL", "reference": "order-1", "expires_in": 60},
             {"amount": 1000, "currency": "BRL", "reference": "order-1",
              "extra": {"customer": {"name": "Ana"}}},
-        ):  # fmt: skip
+        )  # fmt: skip
+        for changed in changes:
             with pytest.raises(IdempotencyConflict):
                 await client.create_payment(key="shared", **changed)
         assert len(gw.recorder.creates()) == 1 and len(gw.recorder.log) == 1  # nothing sent
@@ -404,7 +397,7 @@ async def test_the_key_is_stored_before_the_first_attempt(store: Store) -> None:
     async with fake("stripe") as gw, client_for(store, "stripe", gw.url) as client:
         await gw.faults(create_delay_ms=800)
         task = asyncio.create_task(client.create_payment(300, "BRL", "order-slow", key="early"))
-        await _until(lambda: bool(gw.recorder.creates()), "the create never arrived")
+        await wait_until_async(lambda: gw.recorder.creates(), "the create", within=20, every=0.01)
         # The request reached the gateway: by then the key was committed, attempt counted.
         seen = await keys_of(store).get_idempotency_key("stripe", "early")
         assert seen is not None and seen.state is KeyState.PENDING and seen.attempts == 1
@@ -480,7 +473,7 @@ async def test_requests_the_gateway_cannot_take_are_refused_before_storing(
 ) -> None:
     async with fake("pix") as gw, client_for(store, "pix", gw.url) as client:
         for bad in ({"amount": 0}, {"currency": "USD"}, {"reference": " "}):
-            args = {"amount": 100, "currency": "BRL", "reference": "r", **bad}
+            args: dict[str, Any] = {"amount": 100, "currency": "BRL", "reference": "r", **bad}
             with pytest.raises(InvalidRequest):
                 await client.create_payment(key="never", **args)
         with pytest.raises(InvalidRequest):
@@ -508,9 +501,8 @@ api_key = "sk_test_client"
 
 
 async def _porteiro(config: Path, *args: str) -> asyncio.subprocess.Process:
-    env = {**os.environ, "PORTEIRO_LOG_LEVEL": "WARNING"}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "porteiro", "--config", str(config), *args, env=env,
+        *porteiro_argv(config, *args), env=porteiro_env({"PORTEIRO_LOG_LEVEL": "WARNING"}),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
 
@@ -556,7 +548,9 @@ async def test_a_client_process_killed_mid_request_resumes_with_the_same_key(
         config = _config(tmp_path, gw.url)
         await gw.faults(create_delay_ms=1500)  # the gateway is still working when we die
         doomed = await _porteiro(config, *CREATE, "--key", "killed-1")
-        await _until(lambda: bool(gw.recorder.creates()), "the first attempt never arrived")
+        await wait_until_async(
+            lambda: gw.recorder.creates(), "the first attempt", within=20, every=0.01
+        )
         doomed.send_signal(signal.SIGKILL)
         await doomed.wait()
 

@@ -10,82 +10,42 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from tests.e2e.processes import (
-    free_port,
-    lifecycle_bodies,
+from tests.support.database import assert_applied_exactly_once, query, status_counts
+from tests.support.events import lifecycles
+from tests.support.processes import (
+    local_url,
     porteiro,
     post_all,
     run_porteiro,
     serving,
-    signed_headers,
     wait_healthy,
     write_config,
 )
+from tests.support.servers import free_port
+from tests.support.signing import standard_headers
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def query(store_url: str, sql: str) -> list[tuple[Any, ...]]:
-    if store_url.startswith("sqlite:"):
-        path = store_url.removeprefix("sqlite:///")
-        with sqlite3.connect(path) as conn:
-            return list(conn.execute(sql).fetchall())
-    with psycopg.connect(store_url) as pg:
-        return list(pg.execute(sql).fetchall())
-
-
-def status_counts(store_url: str) -> dict[str, int]:
-    return dict(query(store_url, "SELECT status, count(*) FROM events GROUP BY status"))
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def lifecycles(payments: int) -> list[bytes]:
-    """Bodies of `payments` four-event lifecycles, in the order they happened."""
-    base = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
-    return [body for p in range(payments) for body in lifecycle_bodies(p, base)]
-
-
-def assert_applied_exactly_once(store_url: str, events: int) -> None:
-    rows = query(
-        store_url,
-        "SELECT count(*), count(DISTINCT event_id) FROM transitions",
-    )
-    total, distinct = rows[0]
-    assert distinct == events, f"{distinct} of {events} events reached the ledger"
-    assert total == events, f"{total - events} events were applied more than once"
-
-
-def post_statuses(port: int, bodies: list[bytes], concurrency: int = 16) -> list[int]:
-    return post_all(port, bodies, concurrency)
+BASE = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 def test_killed_worker_claims_come_back_and_apply_once(pg_url: str, tmp_path: Path) -> None:
     config = write_config(tmp_path, pg_url, lease_seconds=2)
     run_porteiro(config, "db", "upgrade")
     port = free_port()
-    bodies = lifecycles(250)  # 1,000 events
+    bodies = lifecycles(range(250), BASE)  # 1,000 events
     with serving(config, port, tmp_path / "serve.log", "--no-worker"):
-        assert set(post_statuses(port, bodies)) == {200}
+        assert set(post_all(port, bodies)) == {200}
     assert status_counts(pg_url) == {"pending": 1000}
 
     # Batches of 20 with a short pause after each claim: the run lasts long enough (at
@@ -93,14 +53,14 @@ def test_killed_worker_claims_come_back_and_apply_once(pg_url: str, tmp_path: Pa
     worker = porteiro(
         config, "worker", "--debug-pause-after-claim", "0.05", log=tmp_path / "worker1.log"
     )
-    wait_until(lambda: status_counts(pg_url).get("done", 0) >= 200, 60, "200 events done")
+    wait_until(lambda: status_counts(pg_url).get("done", 0) >= 200, "200 events done", within=60)
     worker.kill(signal.SIGKILL)
     counts = status_counts(pg_url)
     assert counts.get("done", 0) < 1000, "the worker finished before it could be killed"
 
     restarted = porteiro(config, "worker", log=tmp_path / "worker2.log")
     try:
-        wait_until(lambda: status_counts(pg_url) == {"done": 1000}, 90, "all 1,000 done")
+        wait_until(lambda: status_counts(pg_url) == {"done": 1000}, "all 1,000 done", within=90)
     finally:
         restarted.kill(signal.SIGTERM)
     assert_applied_exactly_once(pg_url, 1000)
@@ -120,10 +80,10 @@ def test_every_acknowledged_delivery_survives_a_killed_receiver(
     config = write_config(tmp_path, store_url)
     run_porteiro(config, "db", "upgrade")
     port = free_port()
-    bodies = lifecycles(1500)
+    bodies = lifecycles(range(1500), BASE)
     acked: list[str] = []
     receiver = porteiro(config, "serve", "--port", str(port), log=tmp_path / "serve.log")
-    wait_healthy(port, receiver)
+    wait_healthy(receiver, local_url(port))
 
     async def burst() -> None:
         semaphore = asyncio.Semaphore(32)
@@ -131,7 +91,7 @@ def test_every_acknowledged_delivery_survives_a_killed_receiver(
 
             async def one(body: bytes) -> None:
                 async with semaphore:
-                    headers = signed_headers(body)
+                    headers = standard_headers(body)
                     try:
                         response = await client.post(
                             f"http://127.0.0.1:{port}/webhooks/std", content=body, headers=headers
@@ -144,7 +104,7 @@ def test_every_acknowledged_delivery_survives_a_killed_receiver(
             await asyncio.gather(*(one(body) for body in bodies))
 
     def kill_when_busy() -> None:
-        wait_until(lambda: len(acked) >= 300, 60, "300 acknowledgements")
+        wait_until(lambda: len(acked) >= 300, "300 acknowledgements", within=60)
         receiver.kill(signal.SIGKILL)
 
     killer = threading.Thread(target=kill_when_busy)
@@ -161,7 +121,7 @@ def test_two_receivers_two_workers_never_double_apply(pg_url: str, tmp_path: Pat
     config = write_config(tmp_path, pg_url, lease_seconds=5)
     run_porteiro(config, "db", "upgrade")
     ports = [free_port(), free_port()]
-    bodies = lifecycles(100)  # 400 distinct events
+    bodies = lifecycles(range(100), BASE)  # 400 distinct events
     workers = [porteiro(config, "worker", log=tmp_path / f"worker{i}.log") for i in range(2)]
     try:
         with (
@@ -171,7 +131,7 @@ def test_two_receivers_two_workers_never_double_apply(pg_url: str, tmp_path: Pat
             # Every event goes to both receivers at once: 800 deliveries, 400 duplicates.
             results: list[list[int]] = []
             threads = [
-                threading.Thread(target=lambda p=port: results.append(post_statuses(p, bodies)))
+                threading.Thread(target=lambda p=port: results.append(post_all(p, bodies)))
                 for port in ports
             ]
             for thread in threads:
@@ -179,7 +139,7 @@ def test_two_receivers_two_workers_never_double_apply(pg_url: str, tmp_path: Pat
             for thread in threads:
                 thread.join()
             assert all(set(statuses) == {200} for statuses in results)
-            wait_until(lambda: status_counts(pg_url) == {"done": 400}, 60, "400 events done")
+            wait_until(lambda: status_counts(pg_url) == {"done": 400}, "400 events done", within=60)
     finally:
         for worker in workers:
             worker.kill(signal.SIGTERM)
@@ -194,24 +154,26 @@ def test_frozen_worker_late_commit_is_refused(pg_url: str, tmp_path: Path) -> No
     config = write_config(tmp_path, pg_url, lease_seconds=1.5)
     run_porteiro(config, "db", "upgrade")
     port = free_port()
-    bodies = lifecycles(30)  # 120 events
+    bodies = lifecycles(range(30), BASE)  # 120 events
     with serving(config, port, tmp_path / "serve.log", "--no-worker"):
-        assert set(post_statuses(port, bodies)) == {200}
+        assert set(post_all(port, bodies)) == {200}
 
     # The first worker claims a batch, then holds it (as a GC pause or a frozen VM would).
     frozen = porteiro(
         config, "worker", "--debug-pause-after-claim", "1.0", log=tmp_path / "frozen.log"
     )
     wait_until(
-        lambda: status_counts(pg_url).get("processing", 0) > 0, 30, "the first worker's claims"
+        lambda: status_counts(pg_url).get("processing", 0) > 0,
+        "the first worker's claims",
+        within=30,
     )
     frozen.kill(signal.SIGSTOP)
     time.sleep(2.5)  # past the 1.5 s lease
     taker = porteiro(config, "worker", log=tmp_path / "taker.log")
     try:
-        wait_until(lambda: status_counts(pg_url) == {"done": 120}, 60, "all events done")
+        wait_until(lambda: status_counts(pg_url) == {"done": 120}, "all events done", within=60)
         frozen.kill(signal.SIGCONT)
-        wait_until(lambda: "claim_lost" in frozen.output(), 20, "the late commit refused")
+        wait_until(lambda: "claim_lost" in frozen.output(), "the late commit refused", within=20)
     finally:
         frozen.kill(signal.SIGKILL)
         taker.kill(signal.SIGTERM)

@@ -32,7 +32,7 @@ from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
-from tests.live_server import free_port, live_server
+from tests.support.servers import free_port, live_server
 
 STRIPE_SECRET = "whsec_fakeProviderSecret0123456789abcd"
 PIX_TOKEN = "pix-hmac-token-0123456789"
@@ -378,7 +378,7 @@ async def test_pix_put_cob_is_idempotent_by_txid_and_lists_paginate(tmp_path: Pa
         state = (await ctl.client.get("/_fake/state")).json()
         paid = {p["object_id"] for p in state["payments"] if p["state"] != "pending"}
         now = datetime.now(UTC)
-        query = {"inicio": (now - timedelta(hours=1)).isoformat(),
+        query: dict[str, str | int] = {"inicio": (now - timedelta(hours=1)).isoformat(),
                  "fim": now.isoformat(), "paginacao.itensPorPagina": 4}  # fmt: skip
         seen: list[str] = []
         for page in range(20):

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 from starlette.applications import Starlette
@@ -28,8 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
-from tests.live_server import live_server_thread
+from tests.support.admin import admin_get, wait_processed
+from tests.support.app import ADMIN_TOKEN
+from tests.support.processes import run_porteiro, serving
+from tests.support.servers import free_port, live_server_thread
 
 pytestmark = pytest.mark.slow
 
@@ -111,38 +112,6 @@ max_attempts = 10
     return path
 
 
-def admin_get(base: str, path: str, **params: Any) -> Any:
-    response = httpx.get(
-        base + path, params=params, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    )
-    response.raise_for_status()
-    return response.json()
-
-
-def all_events(base: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"source": "standard", "limit": 500}
-        if cursor:
-            params["cursor"] = cursor
-        page = admin_get(base, "/api/events", **params)
-        events += page["items"]
-        cursor = page["next"]
-        if cursor is None:
-            return events
-
-
-def wait_processed(base: str, deadline: float) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        events = all_events(base)
-        if events and all(e["status"] in ("done", "ignored") for e in events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"events not processed: {[e['status'] for e in events]}")
-
-
 def expected_per_payment(base: str, events: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Per payment, the webhook-ids the merchant must get, in applied order."""
     expected: dict[str, list[str]] = {}
@@ -198,7 +167,7 @@ def test_applied_events_reach_the_merchant_once_signed_and_in_order(tmp_path: Pa
                 "--lifecycle", "--duplicates", "1", "--shuffle", "--seed", str(SEED),
             )  # fmt: skip
             assert "5xx 0" in output and "4xx 0" in output, output
-            events = wait_processed(base, deadline)
+            events = wait_processed(base, "standard", within=deadline - time.monotonic())
             expected = expected_per_payment(base, events)
             requests = wait_delivered(merchant, expected, deadline)
             # Nothing beyond the applied events trickles in afterwards.

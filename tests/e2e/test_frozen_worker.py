@@ -22,31 +22,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.processes import (
-    free_port,
-    lifecycle_bodies,
-    porteiro,
-    post_all,
-    run_porteiro,
-    serving,
-    signed_headers,
-    write_config,
-)
-from tests.e2e.test_crash_safety import (
-    assert_applied_exactly_once,
-    query,
-    status_counts,
-    wait_until,
-)
+from tests.support.database import assert_applied_exactly_once, query, status_counts
+from tests.support.events import lifecycles
+from tests.support.processes import porteiro, post_all, run_porteiro, serving, write_config
+from tests.support.servers import free_port
+from tests.support.signing import standard_headers
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 LEASE = 2.0
 BASE = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-
-
-def lifecycles(first: int, count: int) -> list[bytes]:
-    return [body for p in range(first, first + count) for body in lifecycle_bodies(p, BASE)]
 
 
 def locks_held(pg_url: str) -> int:
@@ -90,7 +76,9 @@ def steady_load(
                 return
             started = time.monotonic()
             response = await client.post(
-                f"http://127.0.0.1:{port}/webhooks/std", content=body, headers=signed_headers(body)
+                f"http://127.0.0.1:{port}/webhooks/std",
+                content=body,
+                headers=standard_headers(body),
             )
             load.seconds.append(time.monotonic() - started)
             load.statuses.append(response.status_code)
@@ -112,8 +100,8 @@ def test_a_frozen_worker_stalls_neither_ingest_nor_the_other_worker(
     config = write_config(tmp_path, pg_url, lease_seconds=LEASE)
     run_porteiro(config, "db", "upgrade")
     port = free_port()
-    held_bodies = lifecycles(0, 10)  # 40 events: the frozen worker's batch and prefetch
-    fresh = lifecycles(100, 200)  # more than the load sends
+    held_bodies = lifecycles(range(10), BASE)  # 40 events: the frozen worker's batch and prefetch
+    fresh = lifecycles(range(100, 300), BASE)  # more than the load sends
     with serving(config, port, tmp_path / "serve.log", "--no-worker"):
         assert set(post_all(port, held_bodies)) == {200}
         # Blocks 1 s inside each apply transaction, its payments' locks taken: stopped
@@ -123,7 +111,7 @@ def test_a_frozen_worker_stalls_neither_ingest_nor_the_other_worker(
         )
         other = None
         try:
-            wait_until(lambda: locks_held(pg_url) > 0, 30, "the frozen worker's apply")
+            wait_until(lambda: locks_held(pg_url) > 0, "the frozen worker's apply", within=30)
             frozen.kill(signal.SIGSTOP)
             stopped = time.monotonic()
             held = {
@@ -144,7 +132,9 @@ def test_a_frozen_worker_stalls_neither_ingest_nor_the_other_worker(
             assert load.p99() < 1.0, f"p99 {load.p99():.2f}s over {len(load.seconds)} acks"
             # The other worker applied the rest, then the frozen one's claims after its
             # lease: all of it while the frozen worker is still stopped.
-            wait_until(lambda: set(status_counts(pg_url)) == {"done"}, 30, "every event applied")
+            wait_until(
+                lambda: set(status_counts(pg_url)) == {"done"}, "every event applied", within=30
+            )
             assert time.monotonic() - stopped < 2 * LEASE + 30
             frozen.kill(signal.SIGCONT)
             # Resumed, its late writes are refused: its transaction was ended by
@@ -154,8 +144,8 @@ def test_a_frozen_worker_stalls_neither_ingest_nor_the_other_worker(
                 lambda: (
                     "claim_lost" in frozen.output() or "worker.store_unavailable" in frozen.output()
                 ),
-                20,
                 "the frozen worker's late writes refused",
+                within=20,
             )
             time.sleep(LEASE)  # whatever it would still write, it had the time to
         finally:

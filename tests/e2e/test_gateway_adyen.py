@@ -4,7 +4,6 @@ a real Porteiro (uvicorn, receiver, background worker, SQLite); every item's HMA
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import random
@@ -24,7 +23,8 @@ from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
-from tests.live_server import live_server
+from tests.support.servers import live_server
+from tests.support.stored import stored_events_once
 
 KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 OLD_KEY = "74F490DD33F7327BAECC88B2947C011FC02D014A473AAA33A8EC93E4DC069174"
@@ -92,12 +92,15 @@ def dedup_keys(plan: Plan) -> set[str]:
 
 async def settle(runtime: Runtime, source: str, distinct: int) -> None:
     """Wait until the in-process worker has applied every distinct event."""
-    for _ in range(200):
-        stored = await matching_events(runtime.store, EventFilter(source=source))
-        if len(stored) == distinct and all(e.status is EventStatus.DONE for e in stored):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{source}: {len(stored)} of {distinct} events, not all done")
+    await stored_events_once(
+        runtime.store,
+        source,
+        lambda events: (
+            len(events) == distinct and all(e.status is EventStatus.DONE for e in events)
+        ),
+        f"{distinct} events done",
+        within=10,
+    )
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))

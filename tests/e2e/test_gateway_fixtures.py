@@ -12,7 +12,6 @@ the payment must become.
 
 from __future__ import annotations
 
-import asyncio
 import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -32,11 +31,11 @@ from porteiro.config import WorkerConfig, parse_config
 from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, Payment, StoredEvent
 from porteiro.providers.base import Provider, SignedRequest
-from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
-from tests.live_server import live_server
+from tests.support.servers import live_server
+from tests.support.stored import stored_events_once
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateways"
 OPEN = (EventStatus.PENDING, EventStatus.PROCESSING, EventStatus.RETRYING)
@@ -117,12 +116,12 @@ def fake_api(case: Case) -> Starlette:
         body = (case.folder / spec["file"]).read_bytes() if "file" in spec else b"{}"
         routes[(method.upper(), path)] = (int(spec.get("status", 200)), body)
 
-    async def answer(request: Request) -> Response:
+    async def respond(request: Request) -> Response:
         status, body = routes.get((request.method, request.url.path), (404, b"{}"))
         return Response(body, status_code=status, media_type="application/json")
 
     methods = ["GET", "POST", "PUT", "PATCH"]
-    return Starlette(routes=[Route("/{path:path}", answer, methods=methods)])
+    return Starlette(routes=[Route("/{path:path}", respond, methods=methods)])
 
 
 @dataclass
@@ -156,14 +155,12 @@ async def serve(case: Case, store_url: str, api_url: str) -> AsyncIterator[Serve
 
 async def settled(runtime: Runtime, source: str) -> list[StoredEvent]:
     """Every event of the source once none is waiting for the worker."""
-    stored: list[StoredEvent] = []
-    for _ in range(300):
-        stored = await matching_events(runtime.store, EventFilter(source=source))
-        if stored and not any(event.status in OPEN for event in stored):
-            return stored
-        await asyncio.sleep(0.05)
-    statuses = [(e.type, e.status.value, e.last_error) for e in stored]
-    raise AssertionError(f"{source}: events never settled: {statuses}")
+    return await stored_events_once(
+        runtime.store,
+        source,
+        lambda events: bool(events) and not any(e.status in OPEN for e in events),
+        "every event settled",
+    )
 
 
 def signed_requests(provider: Provider, case: Case) -> list[tuple[Delivery, SignedRequest]]:

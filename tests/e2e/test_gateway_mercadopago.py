@@ -9,7 +9,6 @@ refunded); every delivery is sent four times, shuffled across payments.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -32,7 +31,8 @@ from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.mercadopago import FakeMercadoPago, payment
-from tests.live_server import live_server
+from tests.support.servers import live_server
+from tests.support.stored import stored_events_once
 
 SECRET = "mp-e2e-secret-signature"
 TOKEN = "APP_USR-e2e-access-token"
@@ -50,14 +50,7 @@ class Served:
         return await matching_events(self.runtime.store, EventFilter(source=SOURCE))
 
     async def wait(self, done: Callable[[list[StoredEvent]], bool], what: str) -> None:
-        events: list[StoredEvent] = []
-        for _ in range(300):
-            events = await self.events()
-            if done(events):
-                return
-            await asyncio.sleep(0.05)
-        statuses = sorted((e.dedup_key, e.status.value, e.last_error) for e in events)
-        raise AssertionError(f"timed out waiting for {what}: {statuses}")
+        await stored_events_once(self.runtime.store, SOURCE, done, what)
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ contradicts ever becomes paid.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -29,7 +29,8 @@ from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.pix import FakePsp
-from tests.live_server import live_server
+from tests.support.servers import live_server
+from tests.support.stored import stored_events_once
 
 SOURCE = "efi"
 CHAVE = "c0ffee00-5b2d-4e8f-9a7c-1d2e3f4a5b6c"
@@ -78,15 +79,14 @@ def dedup_keys(provider: Provider, bodies: Sequence[bytes]) -> set[str]:
 
 
 async def settled(served: Served, distinct: int) -> list[StoredEvent]:
-    """Wait until every one of `distinct` events reached a terminal status."""
-    store = served.runtime.store
-    for _ in range(400):
-        events = await matching_events(store, EventFilter(source=SOURCE))
-        if len(events) == distinct and all(e.status in TERMINAL for e in events):
-            return list(events)
-        await asyncio.sleep(0.05)
-    statuses = [(e.dedup_key, e.status.value, e.last_error) for e in events]
-    raise AssertionError(f"events did not settle: {len(events)}/{distinct} {statuses}")
+    """The `distinct` events once every one reached a terminal status."""
+    return await stored_events_once(
+        served.runtime.store,
+        SOURCE,
+        lambda events: len(events) == distinct and all(e.status in TERMINAL for e in events),
+        f"{distinct} events settled",
+        within=20,
+    )
 
 
 async def post(served: Served, raw: bytes, copies: int = 1) -> None:
@@ -271,7 +271,7 @@ async def test_pix_automatico_routes_are_accepted_for_pix_sources_only(
 
 
 async def test_a_pix_sent_is_stored_ignored_and_never_confirmed(served: Served) -> None:
-    sent = {
+    sent: dict[str, Any] = {
         "endToEndId": "E09089356202612012039e2esend0001",
         "chave": CHAVE,
         "tipo": "SOLICITACAO",

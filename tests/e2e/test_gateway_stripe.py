@@ -7,10 +7,9 @@ without a call when they are not about a payment."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -29,7 +28,8 @@ from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.fakes.stripe import FakeStripe
-from tests.live_server import live_server
+from tests.support.servers import live_server
+from tests.support.stored import stored_events_once
 
 SOURCE = "stripe"
 SECRET = "whsec_e2eNewSecret0123456789abcdefABCD"
@@ -61,15 +61,15 @@ async def served(store_url: str) -> AsyncIterator[Served]:
 
 
 async def settled(served: Served, distinct: int) -> list[StoredEvent]:
-    """Wait until the worker has processed `distinct` events; return them."""
-    store = served.runtime.store
-    for _ in range(300):
-        events = await matching_events(store, EventFilter(source=SOURCE))
-        if len(events) == distinct and all(e.status is EventStatus.DONE for e in events):
-            return list(events)
-        await asyncio.sleep(0.05)
-    statuses = [(e.type, e.status.value, e.last_error) for e in events]
-    raise AssertionError(f"events did not settle: {len(events)}/{distinct} {statuses}")
+    """The `distinct` events once the worker has applied each."""
+    return await stored_events_once(
+        served.runtime.store,
+        SOURCE,
+        lambda events: (
+            len(events) == distinct and all(e.status is EventStatus.DONE for e in events)
+        ),
+        f"{distinct} events done",
+    )
 
 
 async def test_lifecycles_with_refunds_duplicates_and_shuffle_converge(served: Served) -> None:
@@ -231,14 +231,15 @@ async def post_signed(served: ThinServed, body: bytes) -> None:
     assert (response.status_code, response.content) == (200, b"")
 
 
-async def wait_for(served: ThinServed, done: Callable[[list[StoredEvent]], bool]) -> StoredEvent:
-    events: list[StoredEvent] = []
-    for _ in range(300):
-        events = list(await matching_events(served.runtime.store, EventFilter(source=SOURCE)))
-        if events and done(events):
-            return events[0]
-        await asyncio.sleep(0.05)
-    raise AssertionError([(e.type, e.status.value, e.last_error) for e in events])
+async def first_event(served: ThinServed, status: EventStatus) -> StoredEvent:
+    """The source's first event once it is `status`."""
+    events = await stored_events_once(
+        served.runtime.store,
+        SOURCE,
+        lambda events: bool(events) and events[0].status is status,
+        f"the first event {status.value}",
+    )
+    return events[0]
 
 
 async def test_thin_payment_event_is_fetched_after_an_outage_and_applied(
@@ -252,11 +253,11 @@ async def test_thin_payment_event_is_fetched_after_an_outage_and_applied(
     related = {"id": THIN_PI, "type": "payment_intent", "url": f"/v1/payment_intents/{THIN_PI}"}
     await post_signed(thin_served, thin_body("evt_test_e2eThin0001", "v1.payment_intent.succeeded",
                                              related))  # fmt: skip
-    failed = await wait_for(thin_served, lambda es: es[0].status is EventStatus.RETRYING)
+    failed = await first_event(thin_served, EventStatus.RETRYING)
     assert failed.last_error is not None and "500" in failed.last_error
     assert THIN_KEY not in failed.last_error
     api.fail_with = None
-    done = await wait_for(thin_served, lambda es: es[0].status is EventStatus.DONE)
+    done = await first_event(thin_served, EventStatus.DONE)
     assert (done.type, done.object_id, done.kind.value) == (
         "v1.payment_intent.succeeded", THIN_PI, "payment.paid"
     )  # fmt: skip
@@ -275,7 +276,7 @@ async def test_thin_event_not_about_a_payment_is_ignored_without_an_api_call(
                "url": "/v1/billing/meters/mtr_test_e2e"}  # fmt: skip
     body = thin_body("evt_test_e2eThin0002", "v1.billing.meter.error_report_triggered", related)
     await post_signed(thin_served, body)
-    ignored = await wait_for(thin_served, lambda es: es[0].status is EventStatus.IGNORED)
+    ignored = await first_event(thin_served, EventStatus.IGNORED)
     assert (ignored.kind.value, ignored.object_id) == ("other", None)
     assert "not about a payment (billing.meter)" in ignored.data["ignored"]
     assert thin_served.api.requests == []

@@ -10,24 +10,22 @@ distinct event applied exactly once.
 from __future__ import annotations
 
 import random
-import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from porteiro.config import load_config
 from porteiro.fakes.simulate import build_plan
 from porteiro.providers import build_provider
-from tests.e2e.processes import ADMIN_TOKEN, free_port, run_porteiro, serving
 from tests.fakes.mercadopago import FakeMercadoPago, payment
-from tests.live_server import live_server_thread
+from tests.support.admin import admin_get, wait_processed
+from tests.support.app import ADMIN_TOKEN
+from tests.support.processes import run_porteiro, serving
+from tests.support.servers import free_port, live_server_thread
 
 pytestmark = pytest.mark.slow
 
@@ -114,37 +112,6 @@ def mercadopago_api(config: Path) -> Iterator[str]:
         )  # fmt: skip
     with live_server_thread(fake.app(), lifespan="off") as url:
         yield url
-
-
-def admin_get(base: str, path: str, **params: Any) -> Any:
-    response = httpx.get(
-        base + path, params=params, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    )
-    response.raise_for_status()
-    return response.json()
-
-
-def all_events(base: str, source: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        page = admin_get(base, "/api/events", source=source, limit=500, **(
-            {"cursor": cursor} if cursor else {}
-        ))  # fmt: skip
-        events += page["items"]
-        cursor = page["next"]
-        if cursor is None:
-            return events
-
-
-def wait_processed(base: str, source: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        events = all_events(base, source)
-        if events and all(e["status"] in ("done", "ignored") for e in events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"events not processed: {Counter(e['status'] for e in events)}")
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))

@@ -39,8 +39,9 @@ from porteiro.sinks.http_relay import HttpSender
 from porteiro.sinks.relay import Relay
 from porteiro.store import open_store
 from porteiro.store.outbox import OutboxRow, OutboxStatus, OutboxStore, outbox_store
-from tests.e2e.processes import porteiro, run_porteiro
-from tests.live_server import live_server
+from tests.support.processes import porteiro, run_porteiro
+from tests.support.servers import live_server
+from tests.support.waiting import wait_until_async
 
 SECRET = "whsec_" + base64.b64encode(b"merchant-secret-for-the-relay-01").decode()
 ADMIN = {"authorization": "Bearer relay-admin"}
@@ -154,18 +155,6 @@ async def opened(url: str) -> OutboxStore:
     return outbox_store(store)
 
 
-async def wait_until(check: Callable[[], object], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def assert_in_order(shop: Merchant, payments: int, events: int = len(KINDS)) -> None:
     for p in range(1, payments + 1):
         expected = [step * payments + p for step in range(events)]
@@ -217,15 +206,17 @@ max_delay_seconds = 0.5
     args = ("relay", "--poll-interval", "0.05")
     first = porteiro(config, *args, log=log)
     try:
-        await wait_until(lambda: _done(db_path) >= 700, 60, "a third delivered")
+        await wait_until_async(lambda: _done(db_path) >= 700, "a third delivered", within=60)
     finally:
         first.kill(signal.SIGKILL)  # mid-run: rows in flight stay `delivering` until the lease ends
     killed_at = _done(db_path)
     assert killed_at < len(rows), "the relay finished before it could be killed"
     second = porteiro(config, *args, log=log)
     try:
-        await wait_until(
-            lambda: _done(db_path) == len(rows), 75, f"all delivered\n{log.read_text()[-3000:]}"
+        await wait_until_async(
+            lambda: _done(db_path) == len(rows),
+            f"all delivered\n{log.read_text()[-3000:]}",
+            within=75,
         )
     finally:
         second.kill(signal.SIGTERM)
@@ -290,7 +281,9 @@ async def test_410_disables_until_resumed_and_pause_accumulates(
     shop.mode = "gone"
     async with relaying(outbox, dest):
         await outbox.enqueue_outbox(plan(3, {"merchant": dest}), utc_now())
-        await wait_until(lambda: _disabled(outbox), 5, "the destination to be disabled")
+        await wait_until_async(
+            lambda: _disabled(outbox), "the destination to be disabled", within=5
+        )
         reason = (await outbox.destination_states())["merchant"].disabled_reason
         assert reason is not None and "410" in reason
         tried = shop.requests
@@ -302,7 +295,9 @@ async def test_410_disables_until_resumed_and_pause_accumulates(
         await asyncio.sleep(0.3)
         assert shop.requests == tried, "a paused destination got requests"
         await outbox.set_destination_state("merchant", utc_now(), paused=False)
-        await wait_until(lambda: len(shop.seen) == 9, 10, "the backlog to flow on resume")
+        await wait_until_async(
+            lambda: len(shop.seen) == 9, "the backlog to flow on resume", within=10
+        )
     assert_in_order(shop, 3)
 
 
@@ -319,7 +314,9 @@ async def test_dead_rows_block_their_payment_until_redriven(
     shop.mode = "fail"
     async with relaying(outbox, dest):
         await outbox.enqueue_outbox(plan(4, {"merchant": dest}), utc_now())
-        await wait_until(lambda: _count(outbox, "dead", 4), 10, "each payment's first row dead")
+        await wait_until_async(
+            lambda: _count(outbox, "dead", 4), "each payment's first row dead", within=10
+        )
         dead = (await outbox.list_outbox("merchant", OutboxStatus.DEAD, None, 50)).items
         assert {row.event_id for row in dead} == {1, 2, 3, 4}
         assert all(row.last_status == "500" for row in dead)
@@ -328,7 +325,9 @@ async def test_dead_rows_block_their_payment_until_redriven(
         assert (await backlog(outbox))["pending"] == 8  # the later rows wait behind them
         shop.mode = "ok"
         assert await outbox.redrive_outbox("merchant", utc_now()) == 4
-        await wait_until(lambda: len(shop.seen) == 12, 10, "everything after the redrive")
+        await wait_until_async(
+            lambda: len(shop.seen) == 12, "everything after the redrive", within=10
+        )
     assert_in_order(shop, 4)
 
 
@@ -351,7 +350,7 @@ async def test_circuit_breaker_stops_hammering_then_probes(
     shop.mode = "fail"
     async with relaying(outbox, dest, clock):
         await outbox.enqueue_outbox(plan(20, {"merchant": dest}), utc_now())
-        await wait_until(lambda: _circuit_open(outbox), 5, "the circuit to open")
+        await wait_until_async(lambda: _circuit_open(outbox), "the circuit to open", within=5)
         # Requests sent before it opened may still be landing (each within the sender's
         # 0.3 s timeout): let them, then count.
         await _polled(outbox)
@@ -359,13 +358,15 @@ async def test_circuit_breaker_stops_hammering_then_probes(
         await _polled(outbox)  # the relay looked again, and sent nothing
         assert shop.requests == opened_at
         clock.jump(cooldown + timedelta(seconds=1))  # past it: one probe, which fails
-        await wait_until(lambda: shop.requests == opened_at + 1, 5, "one probe")
-        await wait_until(lambda: _circuit_open(outbox), 5, "the circuit to reopen")
+        await wait_until_async(lambda: shop.requests == opened_at + 1, "one probe", within=5)
+        await wait_until_async(lambda: _circuit_open(outbox), "the circuit to reopen", within=5)
         await _polled(outbox)
         assert shop.requests == opened_at + 1  # reopened for another cool-down
         shop.mode = "ok"
         clock.jump(cooldown + timedelta(seconds=1))
-        await wait_until(lambda: len(shop.seen) == 60, 15, "recovery after a good probe")
+        await wait_until_async(
+            lambda: len(shop.seen) == 60, "recovery after a good probe", within=15
+        )
         assert (await outbox.destination_states())["merchant"].circuit_open_until is None
 
 
@@ -391,7 +392,7 @@ async def test_rate_and_concurrency_limits(
     dest = destination(url, concurrency=3, rate_per_second=20.0, timeout_seconds=1.0)
     async with relaying(outbox, dest):
         await outbox.enqueue_outbox(plan(10, {"merchant": dest}), utc_now())
-        await wait_until(lambda: len(shop.seen) == 30, 20, "all rows")
+        await wait_until_async(lambda: len(shop.seen) == 30, "all rows", within=20)
     assert shop.max_inflight <= 3
     # 20/s: a lower bound on the whole run only (load can only make it slower); the even
     # spacing itself is the gateway RateLimiter's, checked with a fake clock.
@@ -412,7 +413,7 @@ async def test_retry_after_is_honoured(outbox: OutboxStore) -> None:
         dest = destination(f"{base}/hooks")
         async with relaying(outbox, dest):
             await outbox.enqueue_outbox(plan(1, {"merchant": dest})[:1], utc_now())
-            await wait_until(lambda: _count(outbox, "done", 1), 5, "the retried row")
+            await wait_until_async(lambda: _count(outbox, "done", 1), "the retried row", within=5)
     assert len(starts) == 2 and starts[1] - starts[0] >= 0.95
 
 

@@ -4,7 +4,6 @@ secret, the admin token, a CPF, an e-mail or a body (issue 22, finding 9)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,20 +12,23 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.processes import (
-    ADMIN_TOKEN,
-    DEV_SECRET,
-    free_port,
-    signed_headers,
+from tests.support.app import ADMIN_TOKEN
+from tests.support.processes import (
+    Proc,
+    completed_porteiro,
+    local_url,
+    porteiro_argv,
+    porteiro_env,
     wait_healthy,
 )
-from tests.e2e.processes import Proc as _Proc
+from tests.support.servers import free_port
+from tests.support.signing import SECRET, standard_headers
 
 HMAC_TOKEN = "json-logs-Hmac_Token_4b1d9e"
 CPF = "529.982.247-25"
 EMAIL = "ana.souza@example.com.br"
 MARKER = "body-marker-9d1f3c"
-FORBIDDEN = (DEV_SECRET, DEV_SECRET.removeprefix("whsec_"), ADMIN_TOKEN, HMAC_TOKEN, CPF,
+FORBIDDEN = (SECRET, SECRET.removeprefix("whsec_"), ADMIN_TOKEN, HMAC_TOKEN, CPF,
              CPF.replace(".", "").replace("-", ""), EMAIL, MARKER)  # fmt: skip
 
 
@@ -48,7 +50,7 @@ poll_interval_seconds = 0.2
 
 [sources.std]
 provider = "standard"
-secrets = ["{DEV_SECRET}"]
+secrets = ["{SECRET}"]
 
 [sources.efi]
 provider = "pix"
@@ -61,19 +63,7 @@ confirm = false
     return path
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
-    return {**env, "PORTEIRO_LOG_LEVEL": "DEBUG"}
-
-
-def _porteiro(config: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "porteiro", "--config", str(config), *args],
-        capture_output=True,
-        env=_env(),
-        timeout=60,
-        check=False,
-    )
+DEBUG = {"PORTEIRO_LOG_LEVEL": "DEBUG"}
 
 
 def _assert_json_lines(text: str, where: str) -> list[dict[str, object]]:
@@ -114,25 +104,20 @@ def test_every_line_of_serve_at_debug_is_json_without_secrets(tmp_path: Path) ->
     port = free_port()
     out_path, err_path = tmp_path / "serve.out", tmp_path / "serve.err"
     with out_path.open("wb") as out, err_path.open("wb") as err:
-        command = ["-m", "porteiro", "--config", str(config), "serve", "--port", str(port)]
-        popen = subprocess.Popen(
-            [sys.executable, *command],
-            stdout=out,
-            stderr=err,
-            env=_env(),
-        )
-        proc = _Proc(popen, err_path, err)
+        command = porteiro_argv(config, "serve", "--port", str(port))
+        popen = subprocess.Popen(command, stdout=out, stderr=err, env=porteiro_env(DEBUG))
+        proc = Proc(popen, err_path, err)
+        base = local_url(port)
         try:
-            wait_healthy(port, proc)
-            base = f"http://127.0.0.1:{port}"
+            wait_healthy(proc, base)
             for source in ("std", "efi"):
-                done = _porteiro(config, "simulate", "--url", base, "--source", source,
-                                 "--count", "3")  # fmt: skip
+                done = completed_porteiro(config, "simulate", "--url", base, "--source", source,
+                                          "--count", "3", env=DEBUG)  # fmt: skip
                 assert done.returncode == 0, done
-                _assert_json_lines(done.stderr.decode(), f"simulate {source} stderr")
+                _assert_json_lines(done.stderr, f"simulate {source} stderr")
             body = _personal_body()
             with httpx.Client(base_url=base, timeout=10) as client:
-                headers = signed_headers(body)
+                headers = standard_headers(body)
                 assert client.post("/webhooks/std", content=body, headers=headers).is_success
                 forged = {**headers, "webhook-signature": "v1,AAAA" + headers["webhook-id"]}
                 assert client.post("/webhooks/std", content=body, headers=forged).status_code == 401
@@ -187,7 +172,7 @@ except ZeroDivisionError:
         capture_output=True,
         timeout=30,
         check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")},
+        env=porteiro_env(),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == b""

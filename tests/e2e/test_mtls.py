@@ -9,12 +9,8 @@ re-verifies the client certificate against its own CA file.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import ssl
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +24,11 @@ from porteiro.http.tls import MINIMUM_VERSION, uvicorn_options
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
-from tests.e2e.conftest import SECRET, event_body, standard_headers
 from tests.fakes.pix import Issued, issue, make_ca
-from tests.live_server import free_port, live_server
+from tests.support.events import event_body
+from tests.support.processes import porteiro, wait_healthy
+from tests.support.servers import free_port, live_server
+from tests.support.signing import SECRET, standard_headers
 
 CHAVE = "pix@loja.example"
 E2E = "E12345678202009091221kkkkkkkkkkk"
@@ -231,32 +229,17 @@ def serve_process(pki: Pki, tmp_path: Path, request: pytest.FixtureRequest) -> I
     config = write_toml(pki, tmp_path)
     assert load_config(config, {}).server.tls_cert_file == str(pki.server[0])
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
-    log = (tmp_path / "serve.log").open("wb")
-    command = [sys.executable, "-m", "porteiro", "--config", str(config), "serve"]
-    proc = subprocess.Popen(
-        [*command, "--port", str(port), "--receivers", str(request.param)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    proc = porteiro(
+        config, "serve", "--port", str(port), "--receivers", str(request.param),
+        log=tmp_path / "serve.log",
+    )  # fmt: skip
     url = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(pki.directory / "server-ca.crt"))
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(f"{url}/healthz", verify=context, timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError((tmp_path / "serve.log").read_text())
+        wait_healthy(proc, url, verify=context)
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
-        log.close()
+        proc.kill(signal.SIGTERM)
     assert f"porteiro listening on https://127.0.0.1:{port}" in (tmp_path / "serve.log").read_text()
 
 

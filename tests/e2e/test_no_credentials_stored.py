@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import sqlite3
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +34,8 @@ from porteiro.providers.base import Provider, SamplePayment
 from porteiro.replay import inbound_request
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store import open_store
-from tests.live_server import live_server
+from tests.support.processes import completed_porteiro
+from tests.support.servers import live_server
 
 ADMIN_TOKEN = "redact-admin-token"
 ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
@@ -124,17 +122,8 @@ secret_params = ["api_key"]
 
 
 def porteiro(config: Path, *args: str) -> str:
-    script = Path(sys.executable).with_name("porteiro")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "porteiro"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
-    done = subprocess.run(
-        [*command, "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    """Everything a `porteiro` command that must succeed writes, stdout and stderr."""
+    done = completed_porteiro(config, *args)
     assert done.returncode == 0, f"porteiro {args}: {done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.processes import free_port, serving, write_config
+from tests.support.processes import serving, write_config
+from tests.support.servers import free_port
 
 BODY = b"x" * (3 * 1024 * 1024)  # over the default 1 MiB cap
 LINGER_MAX = 16 * 1024 * 1024  # [server] linger_max_bytes, by default
@@ -49,7 +50,7 @@ def test_a_blocking_client_that_writes_the_whole_body_reads_its_413(port: int, c
 
 
 def test_urllib_reads_its_413(port: int) -> None:
-    statuses = []
+    statuses: list[int | str] = []
     for _ in range(10):
         request = urllib.request.Request(f"http://127.0.0.1:{port}/webhooks/std", data=BODY)
         try:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,9 +32,9 @@ from porteiro.sinks.rabbitmq_relay import RabbitSender
 from porteiro.sinks.relay import Relay
 from porteiro.store import open_store
 from porteiro.store.outbox import OutboxRow, OutboxStatus, OutboxStore, outbox_store
-from tests.conftest import IN_CI
+from tests.support.services import AMQP_URL, require_rabbitmq
+from tests.support.waiting import wait_until_async
 
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 KINDS = (Kind.PAYMENT_CREATED, Kind.PAYMENT_PAID, Kind.PAYMENT_REFUNDED)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RETRY = RetryPolicy(
@@ -43,17 +42,6 @@ RETRY = RetryPolicy(
 )
 
 pytestmark = pytest.mark.slow
-
-
-def require_rabbitmq() -> None:
-    try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=2):
-            return
-    except OSError as exc:
-        message = f"RabbitMQ at 127.0.0.1:5672 is unreachable: {exc}"
-    if IN_CI:
-        pytest.fail(message + " (CI=true: services are required, never skipped)")
-    pytest.skip(message + " (start it with scripts/ensure-services.sh)")
 
 
 @pytest.fixture
@@ -123,18 +111,6 @@ async def opened(tmp_path: Path) -> OutboxStore:
     return outbox_store(store)
 
 
-async def wait_until(check: Callable[[], object], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def _done(store: OutboxStore, name: str) -> int:
     return (await store.outbox_backlog()).get(name, {}).get("done", 0)
 
@@ -197,8 +173,10 @@ async def test_each_event_exactly_once_across_a_broker_restart(
     stop = asyncio.Event()
     task = asyncio.create_task(relay.run(stop))
     try:
-        await wait_until(lambda: _done(store, "bus"), 20, "the first confirms")
-        await wait_until(lambda: _done_at_least(store, len(rows) // 3), 30, "a third confirmed")
+        await wait_until_async(lambda: _done(store, "bus"), "the first confirms", within=20)
+        await wait_until_async(
+            lambda: _done_at_least(store, len(rows) // 3), "a third confirmed", within=30
+        )
         await asyncio.to_thread(_rabbitmqctl, "stop_app")
         try:
             await asyncio.sleep(1.0)  # publishes fail meanwhile: rows retry, none is lost
@@ -207,7 +185,9 @@ async def test_each_event_exactly_once_across_a_broker_restart(
         finally:
             await asyncio.to_thread(_rabbitmqctl, "start_app")
             await _wait_broker(60)
-        await wait_until(lambda: _done_at_least(store, len(rows)), 60, "every row confirmed")
+        await wait_until_async(
+            lambda: _done_at_least(store, len(rows)), "every row confirmed", within=60
+        )
         done = (await store.list_outbox("bus", OutboxStatus.DONE, None, len(rows))).items
         assert any(row.attempts > 1 for row in done), "the restart should have failed publishes"
     finally:
@@ -253,7 +233,9 @@ async def test_unroutable_publish_is_never_done(tmp_path: Path, names: dict[str,
         stop = asyncio.Event()
         task = asyncio.create_task(relay.run(stop))
         try:
-            await wait_until(lambda: _any_dead(store), 10, "the unroutable row to go dead")
+            await wait_until_async(
+                lambda: _any_dead(store), "the unroutable row to go dead", within=10
+            )
         finally:
             stop.set()
             await task

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -29,18 +28,11 @@ from porteiro.providers.jwks import jwk_from_public_key
 from porteiro.providers.standard import StandardProvider
 from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter
-from tests.e2e.conftest import (
-    MAX_BODY,
-    PEER,
-    SECRET,
-    SOURCE,
-    asgi_client,
-    event_body,
-    make_config,
-    post_signed,
-    standard_headers,
-)
-from tests.live_server import free_port
+from tests.support.app import MAX_BODY, PEER, SOURCE, asgi_client, make_config, post_signed
+from tests.support.events import event_body
+from tests.support.processes import Proc, local_url, wait_healthy
+from tests.support.servers import free_port
+from tests.support.signing import SECRET, standard_headers
 
 sqlite_only = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
@@ -476,25 +468,15 @@ secrets = ["${{SHOP_SECRET}}"]
 """
     )
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PORTEIRO_")}
-    env.update(PORTEIRO_CONFIG=str(config), SHOP_SECRET=SECRET)
+    env = {"PORTEIRO_CONFIG": str(config), "SHOP_SECRET": SECRET}
     command = [
         sys.executable, "-m", "uvicorn", "porteiro.http.app:asgi_app", "--factory",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
     ]  # fmt: skip
-    process = subprocess.Popen(command, env=env, cwd=tmp_path)
+    process = Proc.start(command, tmp_path / "uvicorn.log", env, cwd=tmp_path)
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "uvicorn exited"
-            assert time.monotonic() < deadline, "uvicorn did not become healthy"
-            time.sleep(0.1)
+        base = local_url(port)
+        wait_healthy(process, base, within=15)
         body = event_body("evt_factory")
         response = httpx.post(
             f"{base}/webhooks/{SOURCE}", content=body, headers=standard_headers(body, "m_f")
@@ -504,7 +486,6 @@ secrets = ["${{SHOP_SECRET}}"]
         # No [admin] token configured: the admin API stays closed.
         assert httpx.get(f"{base}/api/events").status_code == 503
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        process.kill(signal.SIGTERM)
     with sqlite3.connect(tmp_path / "factory.db") as db:
         assert db.execute("SELECT body FROM deliveries").fetchall() == [(body,)]

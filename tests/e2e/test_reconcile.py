@@ -38,7 +38,7 @@ from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.store.reconcile import reconcile_store
 from porteiro.worker import Worker
-from tests.live_server import live_server
+from tests.support.servers import live_server
 
 STRIPE_SECRET = "whsec_reconcileSecret0123456789abcdef"
 STRIPE_KEY = "sk_test_reconcile"
@@ -175,7 +175,7 @@ async def test_stripe_audit_finds_exactly_the_dropped_webhooks_and_converges(
             started = time.monotonic()
             report = await audit_window(app.runtime, "stripe", since, until, out_dir=tmp_path)
             timings["audit"] = time.monotonic() - started
-            missing = [f.dedup_key for f in report.missing]
+            missing = [str(f.dedup_key) for f in report.missing]
             assert sorted(missing) == sorted(dropped)  # exactly the dropped ones, once each
             assert report.divergent == [] and report.unknown == []
             assert report.ingested == len(dropped) and report.gateway_payments == count
@@ -412,7 +412,7 @@ async def test_retry_after_is_honoured_and_5xx_retried() -> None:
 
 async def test_retries_are_bounded_and_surface_as_gateway_errors() -> None:
     log: list[float] = []
-    plan = [(503, {})] * 50
+    plan: list[tuple[int, dict[str, str]]] = [(503, {})] * 50
     policy = GatewayPolicy(rate_per_second=100, max_attempts=3, base_delay_seconds=0.01)
     source = SourceConfig(name="stripe", provider="stripe", secrets=(STRIPE_SECRET,),
                           api_key=STRIPE_KEY)  # fmt: skip

@@ -9,35 +9,30 @@ running answers /readyz 503 while its schema is behind or ahead.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sqlite3
 import subprocess
-import sys
-import time
-from collections.abc import Callable
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 
 from porteiro.config import load_config
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.migrations import load_migrations, schema_mismatch
-from tests.e2e.processes import (
-    free_port,
-    lifecycle_bodies,
+from tests.support.database import execute, query
+from tests.support.events import lifecycle_bodies
+from tests.support.processes import (
+    completed_porteiro,
     porteiro,
     post_all,
     run_porteiro,
     serving,
     write_config,
 )
-from tests.live_server import live_server
+from tests.support.servers import free_port, live_server
+from tests.support.waiting import wait_until
 
 # Both dialects ship the same numbered migrations; the newest is the version code needs.
 NEEDS = int(load_migrations("postgres")[-1].version)
@@ -72,16 +67,8 @@ secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 def refused(config: Path, *args: str, line: str) -> None:
     """`porteiro ARGS` exits 2 at once, saying `line` and nothing else that is not a JSON
     log line; a command that starts instead is killed after 30 s and fails the test."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "porteiro", "--config", str(config), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=30,
-            check=False,
-        )
+        done = completed_porteiro(config, *args, timeout=30)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"porteiro {' '.join(args)} started on a schema it cannot use: {exc}")
     assert done.returncode == 2, f"porteiro {args}: {done.stdout}\n{done.stderr}"
@@ -96,26 +83,6 @@ def _json_object(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except ValueError:
         return False
-
-
-def execute(store_url: str, statement: str) -> None:
-    """One statement on the store's database, as an operator (or a downgrade) would."""
-    if store_url.startswith("sqlite:"):
-        with closing(sqlite3.connect(store_url.removeprefix("sqlite:///"))) as db:
-            db.execute(statement)
-            db.commit()
-    else:
-        with psycopg.connect(store_url, autocommit=True) as conn:
-            conn.execute(statement)
-
-
-def wait_for(condition_met: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition_met():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not within {timeout}s")
 
 
 def test_never_migrated_postgres_refuses_serve_worker_relay_until_db_upgrade(
@@ -140,19 +107,18 @@ def test_never_migrated_postgres_refuses_serve_worker_relay_until_db_upgrade(
         assert post_all(port, lifecycle_bodies(1, datetime.now(UTC))[:1]) == [200]
         worker = porteiro(config, "worker", log=tmp_path / "worker.log")
         try:
-            wait_for(lambda: _statuses(pg_url) == ["done"], "the worker applying the event")
+            wait_until(lambda: _statuses(pg_url) == ["done"], "the worker applying the event")
         finally:
             worker.kill(signal.SIGTERM)
     relay = porteiro(config, "relay", log=tmp_path / "relay.log")
     try:
-        wait_for(lambda: "relaying to shop" in relay.output(), "the relay starting")
+        wait_until(lambda: "relaying to shop" in relay.output(), "the relay starting")
     finally:
         relay.kill(signal.SIGTERM)
 
 
 def _statuses(pg_url: str) -> list[str]:
-    with psycopg.connect(pg_url) as conn:
-        return [row[0] for row in conn.execute("SELECT status FROM events")]
+    return [row[0] for row in query(pg_url, "SELECT status FROM events")]
 
 
 def test_a_database_newer_than_the_code_refuses_to_start(store_url: str, tmp_path: Path) -> None:

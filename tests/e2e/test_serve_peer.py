@@ -15,7 +15,8 @@ import httpx
 
 from porteiro.providers.pix.auth import EFI_WEBHOOK_IPS
 from porteiro.providers.pix.samples import body, pix_item
-from tests.e2e.processes import free_port, serving
+from tests.support.processes import serving
+from tests.support.servers import free_port
 
 CHAVE = "c0ffee00-5b2d-4e8f-9a7c-1d2e3f4a5b6c"
 EFI_IP = EFI_WEBHOOK_IPS[0]

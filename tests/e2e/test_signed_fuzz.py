@@ -29,7 +29,7 @@ from porteiro.config import Config, parse_config
 from porteiro.errors import AuthenticationError, ParseError
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime, utc_now
-from tests.e2e.conftest import PEER, SOURCE, admin_headers, asgi_client, make_config
+from tests.support.app import PEER, SOURCE, admin_headers, asgi_client, make_config
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateways"
 # One source per gateway, as its cases.toml configures it, and the bodies mutated.

@@ -24,7 +24,7 @@ from porteiro.replay import matching_events
 from porteiro.runtime import Runtime, utc_now
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
-from tests.live_server import free_port, live_server
+from tests.support.servers import free_port, live_server
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 OTHER_SECRET = "whsec_DWn+aYYze9MYgeZDUxzzW/SkFmkxH0Kj"

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,16 +17,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.processes import (
-    ADMIN_TOKEN,
+from tests.support.app import ADMIN_TOKEN
+from tests.support.events import lifecycle_bodies
+from tests.support.processes import (
     Proc,
-    free_port,
-    lifecycle_bodies,
+    local_url,
     post_all,
     run_porteiro,
     wait_healthy,
     write_config,
 )
+from tests.support.servers import free_port
 
 STALLED = 1000
 HEADER_SECONDS = 2.0
@@ -62,18 +61,10 @@ os.execv(sys.executable, [sys.executable, "-m", "porteiro", *sys.argv[1:]])
 
 @contextmanager
 def _serving(config: Path, port: int, log: Path) -> Iterator[Proc]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTEIRO_")}
-    handle = log.open("ab")
     args = ["--config", str(config), "serve", "--port", str(port)]
-    popen = subprocess.Popen(
-        [sys.executable, "-c", _WITH_FEW_FILES, *args],
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    proc = Proc(popen, log, handle)
+    proc = Proc.start([sys.executable, "-c", _WITH_FEW_FILES, *args], log)
     try:
-        wait_healthy(port, proc)
+        wait_healthy(proc, local_url(port))
         yield proc
     finally:
         proc.kill(signal.SIGTERM)

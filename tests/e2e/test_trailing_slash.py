@@ -8,8 +8,10 @@ import pytest
 
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
-from tests.e2e.conftest import ADMIN_TOKEN, SOURCE, event_body, make_config, standard_headers
-from tests.live_server import live_server
+from tests.support.app import ADMIN_TOKEN, SOURCE, make_config
+from tests.support.events import event_body
+from tests.support.servers import live_server
+from tests.support.signing import standard_headers
 
 
 @pytest.mark.parametrize(

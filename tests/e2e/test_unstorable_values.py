@@ -29,8 +29,17 @@ from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter, Store
 from porteiro.worker import Worker
-from tests.e2e.conftest import ADMIN_TOKEN, PEER, SOURCE, admin_headers, asgi_client, make_config
-from tests.e2e.conftest import standard_headers as signed_headers
+from tests.support.app import (
+    ADMIN_TOKEN,
+    PEER,
+    SOURCE,
+    admin_headers,
+    asgi_client,
+    make_config,
+    post_signed,
+)
+from tests.support.inbound import inbound
+from tests.support.signing import standard_headers
 
 PIX = "pix"
 PIX_KEY = "7b2e1a90-4c3d-4f5e-8a6b-0c1d2e3f4a5b"
@@ -77,12 +86,6 @@ def standard(event_id: str, **fields: object) -> dict[str, object]:
     return body
 
 
-async def post_standard(client: httpx.AsyncClient, raw: bytes, msg_id: str) -> httpx.Response:
-    return await client.post(
-        f"/webhooks/{SOURCE}", content=raw, headers=signed_headers(raw, msg_id)
-    )
-
-
 async def events_of(store: Store, source: str) -> list[StoredEvent]:
     return await matching_events(store, EventFilter(source=source))
 
@@ -95,11 +98,8 @@ async def only_delivery_body(store: Store, event: StoredEvent) -> bytes:
 
 def stored_request(raw: bytes, msg_id: str) -> InboundRequest:
     """A signed delivery as the receiver hands it to the store."""
-    headers = [(k.lower(), v) for k, v in signed_headers(raw, msg_id).items()]
-    return InboundRequest(
-        source=SOURCE, method="POST", path=f"/webhooks/{SOURCE}", query="", headers=headers,
-        body=raw, peer=PEER, received_at=datetime.now(UTC),
-    )  # fmt: skip
+    headers = standard_headers(raw, msg_id)
+    return inbound(SOURCE, raw, headers, received_at=datetime.now(UTC), peer=PEER)
 
 
 # Each body is raw JSON text (the escapes are what the gateway sends) with what it holds.
@@ -177,7 +177,7 @@ async def test_a_value_the_store_cannot_hold_dead_letters_its_event_and_acks(
     client, runtime = served
     store = runtime.store
     raw, reason = HOSTILE[name]
-    response = await post_standard(client, raw, f"msg_{name}")
+    response = await post_signed(client, raw, f"msg_{name}")
     assert response.status_code // 100 == 2, response.text
     [event] = await events_of(store, SOURCE)
     assert event.status is EventStatus.DEAD
@@ -185,7 +185,7 @@ async def test_a_value_the_store_cannot_hold_dead_letters_its_event_and_acks(
     assert event.last_error is not None and reason in event.last_error
     assert await only_delivery_body(store, event) == raw
     # The gateway's retry of the same bytes: acknowledged again, the same dead event.
-    again = await post_standard(client, raw, f"msg_{name}")
+    again = await post_signed(client, raw, f"msg_{name}")
     assert again.status_code // 100 == 2, again.text
     [repeated] = await events_of(store, SOURCE)
     assert (repeated.id, repeated.duplicates) == (event.id, 1)
@@ -198,7 +198,7 @@ async def test_the_reason_and_the_event_never_show_the_refused_text(
     raw = json.dumps(
         standard("evt_mail", object_id="ana@example.com\u0000", data={"cpf": "123.456.789-09"})
     ).encode()
-    assert (await post_standard(client, raw, "msg_mail")).status_code // 100 == 2
+    assert (await post_signed(client, raw, "msg_mail")).status_code // 100 == 2
     page = await client.get("/api/events", headers=admin_headers())
     assert page.status_code == 200, page.text
     assert "ana@example.com" not in page.text
@@ -250,7 +250,7 @@ async def test_a_query_with_an_encoded_nul_is_stored_as_sent(
     response = await client.post(
         f"/webhooks/{SOURCE}?note=%00%ff&x=%ud800",
         content=raw,
-        headers=signed_headers(raw, "msg_q"),
+        headers=standard_headers(raw, "msg_q"),
     )
     assert response.status_code // 100 == 2, response.text
     [event] = await events_of(store, SOURCE)
@@ -328,7 +328,7 @@ async def test_a_status_read_the_store_cannot_hold_is_dead_alone(
 ) -> None:
     client, runtime = served
     raw = json.dumps(standard("evt_open", type="payment.created", object_id="pay_open")).encode()
-    assert (await post_standard(client, raw, "msg_open")).status_code == 200
+    assert (await post_signed(client, raw, "msg_open")).status_code == 200
     await Worker(runtime).run_once()
     reconciler = Reconciler(_answering_huge(runtime))
     try:

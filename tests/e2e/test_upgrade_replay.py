@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from porteiro.config import load_config
-from porteiro.model import InboundRequest
 from porteiro.runtime import Runtime
 from porteiro.worker import Worker
-from tests.e2e.conftest import event_body, standard_headers
-from tests.e2e.test_cli import Cli, write_config
+from tests.support.events import event_body
+from tests.support.inbound import inbound
+from tests.support.processes import Cli, write_config
+from tests.support.signing import standard_headers
 
 # What Porteiro before 2026-12 answered a Standard Webhooks body whose occurred_at had no
 # UTC offset: the whole delivery unparseable, stored raw and dead-lettered.
@@ -24,17 +25,8 @@ async def store_as_the_older_version_did(config_path: Path, body: bytes) -> None
     runtime = Runtime.build(load_config(config_path, {}))
     await runtime.start(migrate=False)
     try:
-        headers = [(k.lower(), v) for k, v in standard_headers(body, "msg_upgrade").items()]
-        request = InboundRequest(
-            source="std",
-            method="POST",
-            path="/webhooks/std",
-            query="",
-            headers=headers,
-            body=body,
-            peer="127.0.0.1",
-            received_at=datetime.now(UTC),
-        )
+        headers = standard_headers(body, "msg_upgrade")
+        request = inbound("std", body, headers, received_at=datetime.now(UTC))
         await runtime.store.record_delivery(request, [], parse_error=OLDER_RULE)
     finally:
         await runtime.stop()
@@ -54,7 +46,7 @@ async def drain(config_path: Path) -> None:
 def test_replay_after_an_upgrade_books_what_an_older_version_dead_lettered(
     tmp_path: Path,
 ) -> None:
-    cli = Cli(write_config(tmp_path / "porteiro.toml", tmp_path / "porteiro.db", port=1))
+    cli = Cli(write_config(tmp_path, f"sqlite:///{tmp_path / 'porteiro.db'}"))
     cli.run("db", "upgrade")
     body = event_body("evt_upgrade", occurred_at="2024-11-28T16:37:11", reference="order-7")
     asyncio.run(store_as_the_older_version_did(cli.config, body))
