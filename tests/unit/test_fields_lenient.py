@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -54,7 +53,8 @@ def test_absent_timestamps_are_none_and_no_warning() -> None:
     assert warnings == []
 
 
-def paid(item: Mapping[str, Any], where: str) -> Sequence[ParsedEvent]:
+def paid(item: object, where: str) -> Sequence[ParsedEvent]:
+    assert isinstance(item, Mapping)
     if not isinstance(item.get("valor"), int):
         raise ParseError(f"{where}.valor must be an integer")
     return [ParsedEvent(str(item["id"]), Kind.PAYMENT_PAID, "paid", str(item["id"]), amount=1)]

@@ -136,7 +136,7 @@ def _import_time_edges(path: Path) -> set[str]:
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
                 anchor = package.split(".")[: package.count(".") + 2 - node.level]
-                base = ".".join([*anchor, node.module] if node.level else [node.module or ""])
+                base = ".".join([*(anchor if node.level else []), node.module or ""])
                 base = base.strip(".")
                 for alias in node.names:
                     found.add(sub if _is_module(sub := f"{base}.{alias.name}") else base)

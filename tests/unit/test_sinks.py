@@ -13,9 +13,10 @@ from standardwebhooks.webhooks import Webhook
 from porteiro.config import parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
+from porteiro.outgoing.gateway_http import retry_after
 from porteiro.providers.standard.webhook import decode_secret, sign_headers
 from porteiro.sinks.fanout import outbox_rows
-from porteiro.sinks.http_relay import classify, retry_after
+from porteiro.sinks.http_relay import classify
 from porteiro.sinks.relay import CircuitBreaker
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
