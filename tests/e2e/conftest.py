@@ -11,15 +11,7 @@ from starlette.applications import Starlette
 from porteiro.config import Config
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
-
-# MAX_BODY, SOURCE, post_signed and event_body are re-exported (`as`) for the modules
-# that still import them from here; they go with the last of those imports.
-from tests.support.app import MAX_BODY as MAX_BODY
-from tests.support.app import SOURCE as SOURCE
-from tests.support.app import asgi_client as asgi_client
-from tests.support.app import make_config as make_config
-from tests.support.app import post_signed as post_signed
-from tests.support.events import event_body as event_body
+from tests.support.app import asgi_client, make_config
 from tests.support.servers import live_server
 
 

@@ -26,15 +26,10 @@ from porteiro.runtime import Runtime
 from porteiro.store import open_store
 from porteiro.store.base import EventFilter, RecordResult, Store
 from porteiro.store.group_commit import GroupCommit
-from tests.e2e.conftest import MAX_BODY, SOURCE, asgi_client, event_body, make_config, post_signed
-from tests.e2e.processes import (
-    free_port,
-    lifecycle_bodies,
-    post_all,
-    run_porteiro,
-    serving,
-    write_config,
-)
+from tests.support.app import MAX_BODY, SOURCE, asgi_client, make_config, post_signed
+from tests.support.events import event_body, lifecycle_bodies
+from tests.support.processes import post_all, run_porteiro, serving, write_config
+from tests.support.servers import free_port
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 

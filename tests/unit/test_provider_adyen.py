@@ -44,7 +44,7 @@ from porteiro.providers.adyen.webhook import (
     signing_string,
 )
 from porteiro.providers.base import SamplePayment
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"

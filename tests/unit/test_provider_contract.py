@@ -43,8 +43,8 @@ from porteiro.errors import (
 from porteiro.model import InboundRequest, Kind, ParsedEvent, PaymentState
 from porteiro.providers import PROVIDERS, build_provider
 from porteiro.providers.base import Ack, Provider, SamplePayment, SignedRequest
-from tests.live_server import free_port
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
+from tests.support.servers import free_port
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEED = 7

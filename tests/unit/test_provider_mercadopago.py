@@ -53,8 +53,8 @@ from porteiro.providers.mercadopago.payload import (
 from porteiro.providers.mercadopago.webhook import manifest, parse_signature_header
 from porteiro.store.rows import initial_status
 from tests.fakes.mercadopago import FakeMercadoPago, payment
-from tests.live_server import free_port, live_server
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
+from tests.support.servers import free_port, live_server
 
 NOW = datetime(2025, 3, 20, 21, 20, 38, tzinfo=UTC)
 TS = str(int(NOW.timestamp()))

@@ -50,8 +50,8 @@ from porteiro.providers.base import SamplePayment
 from porteiro.providers.jwks import JwksCache, jwk_from_public_key, parse_jwks
 from porteiro.providers.pagarme import PagarmeProvider
 from porteiro.providers.pagarme.webhook import parse_asymmetric_header, parse_hub_header
-from tests.live_server import free_port, live_server
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
+from tests.support.servers import free_port, live_server
 
 NOW = datetime(2024, 11, 28, 16, 40, tzinfo=UTC)
 KID = "kid-2025"

@@ -40,7 +40,7 @@ from porteiro.providers.pix.payload import E2E_ID, RTR_ID
 from porteiro.providers.pix.samples import sample_txid
 from porteiro.runtime import utc_now
 from tests.fakes.pix import FakePsp, Issued, issue, make_ca
-from tests.live_server import live_server
+from tests.support.servers import live_server
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 CHAVE = "pix@loja.example"

@@ -23,7 +23,7 @@ from porteiro.providers.base import SamplePayment
 from porteiro.providers.fields import parse_rfc3339
 from porteiro.providers.standard import StandardProvider
 from porteiro.providers.standard.webhook import decode_secret, event_body, sign_headers
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
 
 # The Standard Webhooks test vector: the example secret, id, timestamp and body that the
 # specification's reference libraries test their signatures against.

@@ -37,8 +37,8 @@ from porteiro.providers.base import SamplePayment
 from porteiro.providers.stripe import StripeProvider
 from porteiro.providers.stripe.webhook import parse_signature_header
 from tests.fakes.stripe import FakeStripe
-from tests.live_server import free_port, live_server
-from tests.providers_support import inbound
+from tests.support.inbound import inbound
+from tests.support.servers import free_port, live_server
 
 SECRET = "whsec_test_secret"  # the SDK's own test secret
 OLD_SECRET = "whsec_old_0123456789abcdefABCDEF"
