@@ -32,7 +32,7 @@ from porteiro.config import ServerConfig
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
-from porteiro.store.postgres import PostgresStore
+from porteiro.store.postgres.store import PostgresStore
 from tests.support.app import MAX_BODY, make_config, post_signed
 from tests.support.database import execute, query, sqlite_path
 from tests.support.events import event_body

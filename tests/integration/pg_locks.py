@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from porteiro.store import pg_apply
+from porteiro.store.postgres import apply as pg_apply
 
 
 def _keys(source: str, object_id: str) -> str:

@@ -38,7 +38,7 @@ from porteiro.providers import build_provider
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime
 from porteiro.store.base import Application, Applied, Store
-from porteiro.store.sqlite_executor import sqlite_placeholders
+from porteiro.store.sqlite.executor import sqlite_placeholders
 from porteiro.worker import Worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -24,8 +24,8 @@ from porteiro.store.outbox import (
     OutboxStore,
     outbox_store,
 )
-from porteiro.store.pg_outbox import insert_outbox_pg
-from porteiro.store.sqlite_outbox import insert_outbox_sqlite
+from porteiro.store.postgres.outbox import insert_outbox_pg
+from porteiro.store.sqlite.outbox import insert_outbox_sqlite
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

@@ -14,8 +14,8 @@ import pytest
 
 from porteiro.errors import ConfigError
 from porteiro.model import InboundRequest, Kind, ParsedEvent
-from porteiro.store import pg_commit_probe
-from porteiro.store.postgres import PostgresStore
+from porteiro.store.postgres import commit_probe as pg_commit_probe
+from porteiro.store.postgres.store import PostgresStore
 from tests.integration.test_postgres_store import Outage
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -28,10 +28,10 @@ from porteiro.model import (
     Transition,
     Verdict,
 )
-from porteiro.store import pg_queries as q
 from porteiro.store.base import OPEN_STATUSES, Application, Applied, Claim, Decide
 from porteiro.store.migrations import load_migrations
-from porteiro.store.postgres import PostgresStore
+from porteiro.store.postgres import queries as q
+from porteiro.store.postgres.store import PostgresStore
 from tests.integration.pg_locks import lock_payment
 
 pytestmark = pytest.mark.postgres

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from porteiro.store.sqlite import _connect
-from porteiro.store.sqlite_held import run_held
+from porteiro.store.sqlite.held import run_held
+from porteiro.store.sqlite.store import _connect
 
 BUSY_TIMEOUT = 0.3
 

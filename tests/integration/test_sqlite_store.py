@@ -13,10 +13,10 @@ import pytest
 from porteiro.errors import ConfigError, StoreUnavailable
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.store import open_store
-from porteiro.store import sqlite_sql as q
 from porteiro.store.base import OPEN_STATUSES
 from porteiro.store.migrations import load_migrations
-from porteiro.store.sqlite import SqliteStore, _lease_transaction
+from porteiro.store.sqlite import queries as q
+from porteiro.store.sqlite.store import SqliteStore, _lease_transaction
 
 T0 = datetime(2026, 11, 30, 6, 45, 33, 123456, tzinfo=UTC)
 

@@ -21,9 +21,9 @@ import pytest
 from porteiro.errors import PaymentBusy, StoreUnavailable
 from porteiro.handlers import Executor
 from porteiro.model import EventStatus, Outcome
-from porteiro.store import pg_apply
 from porteiro.store.base import Application, Claim
-from porteiro.store.postgres import PostgresStore
+from porteiro.store.postgres import apply as pg_apply
+from porteiro.store.postgres.store import PostgresStore
 from porteiro.worker import Worker
 from tests.integration.pg_locks import lock_payment, try_lock_payment
 from tests.integration.test_postgres_store import LEASE, T0, bump, opened, paid, request

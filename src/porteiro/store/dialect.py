@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from porteiro.model import ParsedEvent
 from porteiro.store import rows
 from porteiro.store.base import UNPARSEABLE_TYPE
-from porteiro.store.pg_queries import json_param
-from porteiro.store.sqlite_executor import sqlite_placeholders
+from porteiro.store.postgres.queries import json_param
+from porteiro.store.sqlite.executor import sqlite_placeholders
 
 T = TypeVar("T")
 

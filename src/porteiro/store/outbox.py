@@ -3,7 +3,7 @@
 The ledger transaction inserts rows (store/sqlite_outbox.insert_outbox_sqlite,
 store/pg_outbox.insert_outbox_pg); relays (porteiro.sinks) claim, settle and redrive them.
 Settled and operated by store/outbox_verbs.py, written once for both stores; claimed
-by store/sqlite_outbox.py and store/pg_outbox.py.
+by store/sqlite/outbox.py and store/postgres/outbox.py.
 
 Claims follow the event worker: a lease plus a token that fences every later write, so a
 relay that died (or stalled past its lease) loses its rows to another relay and its late

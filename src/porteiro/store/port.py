@@ -1,6 +1,6 @@
 """The connection port: the few async calls the cold verbs (reconcile, idempotency keys,
 the outbox's operator verbs) are written over, once for both stores. Each store offers
-it on its own connection (store/sqlite_port.py, store/pg_port.py); queries are written
+it on its own connection (store/sqlite/port.py, store/postgres/port.py); queries are written
 in the port's dialect (store/dialect.py) and rendered by the port.
 
 Every call is its own transaction (a write is committed when it returns), except inside

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from porteiro.store.dialect import SQLITE, Dialect
 from porteiro.store.port import Params, Queries
 from porteiro.store.rows import Row
-from porteiro.store.sqlite_executor import run_inline
+from porteiro.store.sqlite.executor import run_inline
 
 T = TypeVar("T")
 

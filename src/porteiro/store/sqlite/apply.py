@@ -16,10 +16,10 @@ import sqlite3
 from collections.abc import Sequence
 
 from porteiro.store import rows
-from porteiro.store import sqlite_sql as q
 from porteiro.store.base import Application, Applied
-from porteiro.store.sqlite_executor import SqliteExecutor, run_inline
-from porteiro.store.sqlite_outbox import insert_outbox_sqlite
+from porteiro.store.sqlite import queries as q
+from porteiro.store.sqlite.executor import SqliteExecutor, run_inline
+from porteiro.store.sqlite.outbox import insert_outbox_sqlite
 
 
 def _apply_one(db: sqlite3.Connection, item: Application, stamp: str) -> bool:

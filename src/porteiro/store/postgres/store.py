@@ -38,8 +38,7 @@ from porteiro.model import (
     ParsedEvent,
     StoredEvent,
 )
-from porteiro.store import pg_apply, pg_batch, pg_commit_probe, rows
-from porteiro.store import pg_queries as q
+from porteiro.store import rows
 from porteiro.store.base import (
     Application,
     Applied,
@@ -55,8 +54,12 @@ from porteiro.store.migrations import (
     schema_mismatch,
 )
 from porteiro.store.outbox_verbs import OutboxVerbs
-from porteiro.store.pg_outbox import OutboxPostgresMixin
-from porteiro.store.pg_port import PgPort
+from porteiro.store.postgres import apply as pg_apply
+from porteiro.store.postgres import batch as pg_batch
+from porteiro.store.postgres import commit_probe as pg_commit_probe
+from porteiro.store.postgres import queries as q
+from porteiro.store.postgres.outbox import OutboxPostgresMixin
+from porteiro.store.postgres.port import PgPort
 from porteiro.store.quarantine_verbs import QuarantineVerbs
 from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs

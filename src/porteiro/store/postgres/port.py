@@ -11,9 +11,9 @@ from typing import TypeVar
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from porteiro.store import pg_queries as q
 from porteiro.store.dialect import POSTGRES, Dialect
 from porteiro.store.port import Params, Queries
+from porteiro.store.postgres import queries as q
 from porteiro.store.rows import Row
 
 T = TypeVar("T")

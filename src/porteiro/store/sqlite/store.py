@@ -32,7 +32,6 @@ from porteiro.model import (
     ParsedEvent,
 )
 from porteiro.store import rows
-from porteiro.store import sqlite_sql as q
 from porteiro.store.base import (
     Application,
     Applied,
@@ -53,10 +52,11 @@ from porteiro.store.read_verbs import ReadVerbs
 from porteiro.store.reconcile_verbs import ReconcileVerbs
 from porteiro.store.replay_verbs import ReplayVerbs
 from porteiro.store.settle_verbs import SettleVerbs
-from porteiro.store.sqlite_apply import apply_many
-from porteiro.store.sqlite_held import run_held
-from porteiro.store.sqlite_outbox import OutboxSqliteMixin
-from porteiro.store.sqlite_port import SqlitePort
+from porteiro.store.sqlite import queries as q
+from porteiro.store.sqlite.apply import apply_many
+from porteiro.store.sqlite.held import run_held
+from porteiro.store.sqlite.outbox import OutboxSqliteMixin
+from porteiro.store.sqlite.port import SqlitePort
 
 _PREFIX = "sqlite:///"
 _OPTIONS = {"quarantine_limit", "busy_timeout", "batch_max", "batch_linger_ms"}

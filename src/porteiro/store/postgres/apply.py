@@ -61,7 +61,7 @@ from porteiro.model import ParsedEvent, Payment, Transition
 from porteiro.store import rows
 from porteiro.store.apply import Params, Result
 from porteiro.store.base import Application, Applied
-from porteiro.store.pg_outbox import insert_outbox_pg
+from porteiro.store.postgres.outbox import insert_outbox_pg
 
 if TYPE_CHECKING:
     from porteiro.store.outbox import OutboxRow
