@@ -38,7 +38,7 @@ from porteiro.providers.base import (
 )
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime
-from porteiro.store.base import EventFilter, RecordResult, Store
+from porteiro.store.base import Claim, EventFilter, RecordResult, Store
 from porteiro.worker import Worker
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -253,15 +253,31 @@ async def test_same_payment_events_in_one_batch_apply_in_order(runtime: Runtime)
             assert (await event(runtime.store, event_id)).status is EventStatus.DONE
 
 
+class _HeldAfterClaim(Worker):
+    """A worker that stops between its claim and its apply until the test lets it go:
+    a GC pause or a SIGSTOP at the worst moment, by events rather than by timing."""
+
+    def __init__(self, runtime: Runtime, worker_id: str) -> None:
+        super().__init__(runtime, worker_id=worker_id)
+        self.claimed = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def process(self, claims: Sequence[Claim]) -> None:
+        self.claimed.set()
+        await self.release.wait()
+        await super().process(claims)
+
+
 async def test_paused_worker_loses_its_claim_and_applies_nothing(
     runtime: Runtime, clock: Clock
 ) -> None:
     (event_id,) = (await deliver(runtime, "std", body("evt_p", "payment.paid"))).event_ids
-    stalled = Worker(runtime, worker_id="stalled", pause_after_claim=0.5)
+    stalled = _HeldAfterClaim(runtime, worker_id="stalled")
     stalled_run = asyncio.create_task(stalled.run_once())
-    await asyncio.sleep(0.2)  # it holds the claim now, paused
+    await asyncio.wait_for(stalled.claimed.wait(), timeout=10)  # it holds the claim, held
     clock.advance(60)  # past the 30 s lease
     assert await Worker(runtime, worker_id="rescuer").run_once() == 1
+    stalled.release.set()
     assert await stalled_run == 1
     assert counted(runtime, "std", "claim_lost") == 1
     assert counted(runtime, "std", Verdict.APPLIED.value) == 1
