@@ -524,7 +524,7 @@ def test_invalid_batch_settings_are_refused() -> None:
         {"concurrency": 2, "active": 3},
     ):
         with pytest.raises(ValueError):
-            GroupCommit(commit, **kwargs)  # type: ignore[arg-type]
+            GroupCommit(commit, **kwargs)
 
 
 async def test_parked_committers_take_batches_only_once_activated() -> None:
@@ -600,8 +600,10 @@ def test_serve_with_two_receivers_shares_the_port(store_url: str, tmp_path: Path
         assert post_all(port, bodies[:20], concurrency=8) == [200] * 20  # duplicates
     assert f"porteiro listening on http://127.0.0.1:{port} (2 receivers)" in proc.output()
     with psycopg.connect(store_url) as conn:
-        events, duplicates = conn.execute("SELECT count(*), sum(duplicates) FROM events").fetchone()
-        (deliveries,) = conn.execute("SELECT count(*) FROM deliveries").fetchone()
+        totals = conn.execute("SELECT count(*), sum(duplicates) FROM events").fetchone()
+        counted = conn.execute("SELECT count(*) FROM deliveries").fetchone()
+    assert totals is not None and counted is not None
+    (events, duplicates), (deliveries,) = totals, counted
     assert (events, duplicates, deliveries) == (200, 20, 220)
 
 

@@ -81,8 +81,8 @@ class Db:
             finally:
                 db.close()
         with psycopg.connect(self.url, autocommit=True) as conn:
-            cursor = conn.execute(sql.encode(), params)
-            return list(cursor.fetchall()) if cursor.description else []
+            pg_cursor = conn.execute(sql.encode(), params)
+            return list(pg_cursor.fetchall()) if pg_cursor.description else []
 
     def order(self, reference: str) -> tuple[Any, ...]:
         (row,) = self.run(

@@ -883,7 +883,7 @@ REC = {
     ],
     "ativacao": {"tipoJornada": "JORNADA_3", "dadosJornada": {"txid": "r9eFIFmwcZ55Nm4RsKZA"}},
 }
-COBR = {
+COBR: dict[str, Any] = {
     "idRec": "RR1234567820240115abcdefghijk",
     "txid": "3136957d93134f2184b369e8f1c0729d",
     "status": "ATIVA",
@@ -909,7 +909,7 @@ def test_pix_automatico_cobr_keys_on_the_charge_its_status_and_attempt() -> None
     (event,) = parse(json.dumps({"cobsr": [COBR]}).encode())
     assert event.type == "pix.automatico.cobr.ATIVA" and event.data["txid"] == COBR["txid"]
     assert event.data["id_rec"] == COBR["idRec"] and event.kind is Kind.OTHER
-    settled = {**COBR, "tentativas": [{**COBR["tentativas"][0], "status": "LIQUIDADA"}]}  # type: ignore[index]
+    settled = {**COBR, "tentativas": [{**COBR["tentativas"][0], "status": "LIQUIDADA"}]}
     (later,) = parse(json.dumps({"cobsr": [settled]}).encode())
     assert later.dedup_key != event.dedup_key
     (again,) = parse(json.dumps({"cobsr": [COBR]}).encode())
