@@ -39,6 +39,8 @@ from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, D
 from porteiro.store.outbox import OutboxRow
 
 _ERROR_TEXT_LIMIT = 1000
+# Outcomes after which the event is still to be processed (not done, ignored or dead).
+_UNSETTLED = frozenset({"retry", "claim_lost"})
 
 
 def new_worker_id() -> str:
@@ -88,6 +90,7 @@ class Worker:
         settings = self.runtime.config.worker
         self._log.info("worker.started", action="worker.started")
         ahead: asyncio.Future[Sequence[Claim]] | None = None
+        self.runtime.metrics.workers_running.inc()
         try:
             while not stop.is_set():
                 try:
@@ -137,6 +140,7 @@ class Worker:
         finally:
             if ahead is not None:
                 ahead.cancel()
+            self.runtime.metrics.workers_running.dec()
             self._log.info("worker.stopped", action="worker.stopped")
 
     async def run_once(self) -> int:
@@ -328,18 +332,25 @@ class Worker:
         return results
 
     def _count(self, claims: Sequence[Claim], outcomes: dict[int, str], elapsed: float) -> None:
-        """Metrics once per batch: one counter update per (source, outcome); each settled
-        event observes its batch's time (from claim to settled)."""
+        """Metrics once per batch: one counter update per (source, kind, outcome); each
+        settled event observes its batch's time (from claim to settled) and its time
+        from receipt to settled (not a retry or a claim lost: the event is not done)."""
         metrics = self.runtime.metrics
-        counts = Counter(
-            (claim.event.source, outcomes[claim.event.id])
-            for claim in claims
-            if claim.event.id in outcomes
-        )
+        now = self.runtime.clock()
+        counts: Counter[tuple[str, str, str]] = Counter()
         sources: Counter[str] = Counter()
-        for (source, outcome), n in counts.items():
-            metrics.processed.labels(source, outcome).inc(n)
-            sources[source] += n
+        for claim in claims:
+            outcome = outcomes.get(claim.event.id)
+            if outcome is None:
+                continue
+            stored = claim.event
+            counts[(stored.source, stored.kind.value, outcome)] += 1
+            sources[stored.source] += 1
+            if outcome not in _UNSETTLED:
+                since = (now - stored.received_at).total_seconds()
+                metrics.latency.labels(stored.source).observe(max(since, 0.0))
+        for (source, kind, outcome), n in counts.items():
+            metrics.processed.labels(source, kind, outcome).inc(n)
         for source, n in sources.items():
             histogram = metrics.processing_seconds.labels(source)
             for _ in range(n):

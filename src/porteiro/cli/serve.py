@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -13,21 +14,49 @@ import click
 from porteiro.cli import _common as common
 from porteiro.config import Config
 from porteiro.http.gctune import tune_for_throughput
-from porteiro.observability import logger
+from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS
+from porteiro.jobs.roles import ROLES_ENV, Roles, background, until_cancelled
+from porteiro.observability import logger, multiprocess
 from porteiro.runtime import Runtime
 from porteiro.worker import Worker
+
+
+def _role_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--relay/--no-relay, --reconcile/--no-reconcile and the (hidden) lease length: the
+    singleton jobs a `serve` or `worker` process competes for (porteiro.jobs.roles)."""
+    for option in (
+        click.option(
+            "--lease-seconds", type=click.FloatRange(min=0.3), default=DEFAULT_LEASE_SECONDS,
+            hidden=True, help="a singleton job's lease: how soon a dead holder's job moves",
+        ),
+        click.option(
+            "--reconcile/--no-reconcile", "with_reconcile", default=True,
+            help="compete for the reconciler's stale cycle (one process runs it)",
+        ),
+        click.option(
+            "--relay/--no-relay", "with_relay", default=True,
+            help="compete for the destinations' relays (one process runs each)",
+        ),
+    ):  # fmt: skip
+        command = option(command)
+    return command
 
 
 @click.command()
 @click.option("--host", help="bind address (default: [server] host)")
 @click.option("--port", type=int, help="port (default: [server] port; 0 picks a free one)")
-@click.option("--worker/--no-worker", "with_worker", default=True, help="run a worker in-process")
+@click.option(
+    "--worker/--no-worker",
+    "with_worker",
+    default=True,
+    help="also run the worker, relays and reconciler (--no-worker: receiver only)",
+)
+@_role_options
 @click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
 @click.option(
     "--receivers",
     type=click.IntRange(min=1),
-    help="processes sharing the port (default: [server] receivers); each runs a worker "
-    "unless --no-worker",
+    help="processes sharing the port (default: [server] receivers); each takes the same roles",
 )
 @click.pass_context
 def serve(
@@ -35,10 +64,15 @@ def serve(
     host: str | None,
     port: int | None,
     with_worker: bool,
+    with_relay: bool,
+    with_reconcile: bool,
+    lease_seconds: float,
     migrate: bool | None,
     receivers: int | None,
 ) -> None:
-    """Run the receiver, the admin API and (by default) a worker in one process."""
+    """Run the receiver and the admin API, and (by default) the worker, the relays and
+    the reconciler: alone, or beside other `serve` and `worker` processes (each relay and
+    the reconciler run in one process at a time)."""
     import uvicorn
 
     from porteiro.http.limits import BoundedHttpToolsProtocol
@@ -73,19 +107,21 @@ def serve(
         **tls,
     }
     scheme = "https" if tls else "http"
+    roles = Roles(
+        worker=with_worker,
+        relay=with_worker and with_relay,
+        reconcile=with_worker and with_reconcile,
+        lease_seconds=lease_seconds,
+    )
     if processes > 1:
-        _serve_many(ctx, config, options, processes, scheme, with_worker)
+        _serve_many(ctx, config, options, processes, scheme, roles)
         return
 
-    from porteiro.http.app import Background, create_app
-    from porteiro.reconcile.reconciler import background as reconcile_background
-    from porteiro.sinks.relay import relay_jobs
+    from porteiro.http.app import create_app
 
     runtime = Runtime.build(config)
-    background: list[Background] = [Worker(runtime).run] if with_worker else []
-    background += reconcile_background(runtime)  # off with [reconcile] enabled = false
-    background += relay_jobs(runtime) if with_worker else []  # [destinations.*]
-    app = create_app(runtime, background=background)  # migrated by common.prepare_schema
+    jobs = [until_cancelled(work) for work in background(runtime, roles)]
+    app = create_app(runtime, background=jobs)  # migrated by common.prepare_schema
     server_config = _with_limits(uvicorn.Config(app, **options), config)
 
     class _Server(uvicorn.Server):
@@ -121,7 +157,7 @@ def _serve_many(
     options: dict[str, Any],
     processes: int,
     scheme: str,
-    with_worker: bool,
+    roles: Roles,
 ) -> None:
     """N receiver processes on one listening socket (uvicorn's supervisor restarts a dead
     one). Each builds its app with `porteiro.http.app:receiver_process_app` from the same
@@ -133,7 +169,7 @@ def _serve_many(
     config_path = ctx.find_root().params.get("config_path")
     if config_path:
         os.environ["PORTEIRO_CONFIG"] = os.path.abspath(config_path)
-    os.environ["PORTEIRO_SERVE_WORKER"] = "1" if with_worker else "0"
+    os.environ[ROLES_ENV] = roles.to_env()
     server_config = uvicorn.Config(
         "porteiro.http.app:receiver_process_app", factory=True, workers=processes, **options
     )
@@ -141,7 +177,9 @@ def _serve_many(
     sock = server_config.bind_socket()
     bound = sock.getsockname()
     _log_listening(f"{scheme}://{bound[0]}:{bound[1]}", processes)
-    Multiprocess(server_config, sockets=[sock]).run()
+    # Before the receivers start: each writes its metrics there, /metrics sums them.
+    with multiprocess.for_receivers():
+        Multiprocess(server_config, sockets=[sock]).run()
 
 
 def _importable(module: str) -> bool:
@@ -152,16 +190,22 @@ def _importable(module: str) -> bool:
 
 @click.command()
 @click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
+@_role_options
 @click.option("--debug-pause-after-claim", type=float, default=0.0, hidden=True)
 @click.option("--debug-pause-in-apply", type=float, default=0.0, hidden=True)
 @click.pass_context
 def worker(
     ctx: click.Context,
     migrate: bool | None,
+    with_relay: bool,
+    with_reconcile: bool,
+    lease_seconds: float,
     debug_pause_after_claim: float,
     debug_pause_in_apply: float,
 ) -> None:
-    """Run a standalone worker (PostgreSQL deployments run many)."""
+    """Run a worker without a receiver, and (by default) compete for the relays and the
+    reconciler (PostgreSQL deployments run many, on any number of machines)."""
+    roles = Roles(relay=with_relay, reconcile=with_reconcile, lease_seconds=lease_seconds)
     config = common.config(ctx)
 
     async def run() -> None:
@@ -171,11 +215,16 @@ def worker(
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
-            await Worker(
+            events = Worker(
                 runtime,
                 pause_after_claim=debug_pause_after_claim,
                 pause_in_apply=debug_pause_in_apply,
-            ).run(stop)
+            )
+            work = background(runtime, roles, worker=events.run)
+            await asyncio.gather(*(each(stop) for each in work))
 
     tune_for_throughput()
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        multiprocess.process_exited()  # its live gauges leave a shared directory's sums

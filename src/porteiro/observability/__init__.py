@@ -1,22 +1,43 @@
 """Structured logs and Prometheus metrics.
 
 Metrics live in a registry owned by the runtime (no module-level singletons), so two apps
-in one test process never share counters. Log lines carry a stable `action` name
-(`delivery.accepted`, `event.dead_lettered`, ...) and never personal data or bodies.
+in one test process never share counters. With several processes (observability.
+multiprocess) each writes its values to its own files and a scrape sums them; the store
+gauges (observability.readings) are read by the scraped process alone. No `_created`
+series: every counter and histogram would carry a twin of timestamps nobody alerts on.
+
+Log lines carry a stable `action` name (`delivery.accepted`, `event.dead_lettered`, ...)
+and never personal data or bodies.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
-from porteiro.observability.ingest import IngestMetrics
+from porteiro.observability import multiprocess
+from porteiro.observability.ingest import IngestMetrics, SharedCells
+from porteiro.observability.readings import ReadingsCollector
+
+# A process-wide switch of prometheus_client, set before any metric is made.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 _ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# From receipt to done: seconds normally, minutes with a backlog, hours after an outage.
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 @dataclass
@@ -30,14 +51,25 @@ class Metrics:
         # children (ingest_metrics says why). outcome: accepted | duplicate |
         # unauthorized | too_large | unparseable | unavailable | saturated |
         # unknown_source; result: new | duplicate.
-        self.ingest = IngestMetrics(_ACK_BUCKETS)
+        shared = multiprocess.directory()
+        if shared is None:
+            self.ingest = IngestMetrics(_ACK_BUCKETS)
+        else:
+            self.ingest = IngestMetrics(_ACK_BUCKETS, SharedCells(shared))
         r.register(self.ingest)
         # outcome: a ledger verdict (applied, no_effect, duplicate, stale, anomalous) or
-        # ignored | retry | dead | claim_lost
+        # ignored | retry | dead | claim_lost; kind: the event's normalised kind.
         self.processed = Counter(
             "porteiro_events_processed",
             "Worker outcomes per event",
-            ["source", "outcome"],
+            ["source", "kind", "outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "porteiro_event_latency_seconds",
+            "Time from an event's receipt to its processing (done, ignored or dead)",
+            ["source"],
+            buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.processing_seconds = Histogram(
@@ -52,12 +84,66 @@ class Metrics:
             ["source", "rule"],
             registry=r,
         )
-        self.events_by_status = Gauge(
-            "porteiro_events_by_status",
-            "Stored events per open status (pending, processing, retrying, dead)",
-            ["status"],
+        # outcome: delivered | retry | dead | claim_lost (a relay's attempts).
+        self.outbox_deliveries = Counter(
+            "porteiro_outbox_deliveries",
+            "Delivery attempts to destinations, by outcome",
+            ["destination", "outcome"],
             registry=r,
         )
+        # finding: missing (a payment the gateway has and Porteiro did not hear of) |
+        # divergent (the gateway's state differs from Porteiro's).
+        self.reconcile_findings = Counter(
+            "porteiro_reconcile_findings",
+            "Reconciliation findings, by source and kind of finding",
+            ["source", "finding"],
+            registry=r,
+        )
+        # livesum: the processes alive now (a dead one's file is dropped on its exit).
+        self.workers_running = Gauge(
+            "porteiro_workers_running",
+            "Event worker loops running",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.relays_running = Gauge(
+            "porteiro_relays_running",
+            "Outbox relay loops running, by destination",
+            ["destination"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        # Read from the store at scrape time (observability.readings).
+        self.readings = ReadingsCollector()
+        self._exposed: CollectorRegistry | None = None
+
+    def declare(self, sources: tuple[str, ...], destinations: tuple[str, ...]) -> None:
+        """The configured sources and destinations, so their store gauges exist at 0."""
+        self.readings = ReadingsCollector(sources, destinations)
+        self._exposed = None
+
+    def exposed(self) -> CollectorRegistry:
+        """What /metrics exposes: this registry in one process; with several, every
+        process's series from the multiprocess directory, and the store readings."""
+        if self._exposed is None:
+            shared = multiprocess.directory()
+            if shared is None:
+                self._exposed = CollectorRegistry()
+                self._exposed.register(_Both(self.registry, self.readings))
+            else:
+                self._exposed = multiprocess.scrape_registry(shared, self.readings)
+        return self._exposed
+
+
+class _Both(Collector):
+    """A registry's metrics and the readings', as one collector."""
+
+    def __init__(self, registry: CollectorRegistry, readings: ReadingsCollector) -> None:
+        self._registry, self._readings = registry, readings
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._registry.collect()
+        yield from self._readings.collect()
 
 
 # Libraries whose lower levels are noise on every request, or carry what must not be

@@ -203,6 +203,9 @@ class Reconciler:
                     finding.ingested = finding.dedup_key is not None
         else:
             report.status_read, report.note = False, NO_STATUS_READ
+        findings = self.runtime.metrics.reconcile_findings
+        findings.labels(name, "missing").inc(len(report.missing))
+        findings.labels(name, "divergent").inc(len(report.divergent))
         report.finished_at = self.runtime.clock()
         report.id = await self.store.save_report(
             name, "audit", report.to_json(), report.summary(),

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable
-from porteiro.observability import logger
+from porteiro.observability import Metrics, logger
 from porteiro.outgoing.gateway_http import RateLimiter
 from porteiro.stopping import until_stopped
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
@@ -103,6 +103,7 @@ class Relay:
         relay_id: str | None = None,
         poll_interval: float = 0.5,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.destination = destination
@@ -120,6 +121,9 @@ class Relay:
         self._state_read = float("-inf")
         self._inflight: set[asyncio.Task[None]] = set()
         self._log = logger().bind(relay=self.id, destination=destination.name)
+        metrics = metrics or Metrics()
+        self._running = metrics.relays_running.labels(destination.name)
+        self._outcomes = metrics.outbox_deliveries
 
     @property
     def name(self) -> str:
@@ -129,6 +133,7 @@ class Relay:
         """Loop until `stop` is set (in-flight sends finish first) or cancelled."""
         stop = stop or asyncio.Event()
         self._log.info("relay.started", action="relay.started")
+        self._running.inc()
         try:
             while not stop.is_set():
                 try:
@@ -154,6 +159,7 @@ class Relay:
             for task in self._inflight:
                 task.cancel()
             await self.sender.aclose()
+            self._running.dec()
             self._log.info("relay.stopped", action="relay.stopped")
 
     async def _step(self) -> Awaitable[object] | None:
@@ -230,6 +236,7 @@ class Relay:
         row = claim.row
         if result.ok:
             settled = await self.store.complete_outbox(claim, result.result or "ok", now)
+            outcome = "delivered"
             self._breaker.success()
             if probing:
                 await self._set_state(now, close_circuit=True)
@@ -241,12 +248,13 @@ class Relay:
             # Keep the row pending (the attempt counted): it flows when re-enabled.
             error = result.error or result.disable
             settled = await self.store.retry_outbox(claim, error, result.result, now, now)
+            outcome = "disabled"
             await self._set_state(now, disabled_reason=result.disable)
             self._log.warning(
                 "destination disabled", action="destination.disabled", reason=result.disable
             )
         else:
-            settled = await self._failed(claim, result, now)
+            settled, outcome = await self._failed(claim, result, now)
             if result.trips_breaker:
                 opened = self._breaker.failure(now, probing=probing)
                 if opened is not None:
@@ -256,8 +264,15 @@ class Relay:
                     )
         if not settled:
             self._log.warning("claim lost", action="outbox.claim_lost", row=row.id)
+        self._count(outcome if settled else "claim_lost")
 
-    async def _failed(self, claim: OutboxClaim, result: SendResult, now: datetime) -> bool:
+    def _count(self, outcome: str) -> None:
+        self._outcomes.labels(self.name, outcome).inc()
+
+    async def _failed(
+        self, claim: OutboxClaim, result: SendResult, now: datetime
+    ) -> tuple[bool, str]:
+        """Retry or dead-letter the row: whether the write held its claim, and which."""
         row = claim.row
         error = result.error or "delivery failed"
         at = self.destination.retry.decide(row.attempts, now, self._rng)
@@ -269,7 +284,7 @@ class Relay:
                 event_id=row.event_id,
                 error=error,
             )
-            return await self.store.dead_outbox(claim, error, result.result, now)
+            return await self.store.dead_outbox(claim, error, result.result, now), "dead"
         if result.retry_after is not None:
             # No sooner than the destination asked (bounded: a bogus header is no ban).
             wait = min(max(result.retry_after, 0.0), _RETRY_AFTER_CAP_SECONDS)
@@ -277,7 +292,7 @@ class Relay:
         self._log.info(
             "retry later", action="outbox.retry", row=row.id, attempts=row.attempts, error=error
         )
-        return await self.store.retry_outbox(claim, error, result.result, at, now)
+        return await self.store.retry_outbox(claim, error, result.result, at, now), "retry"
 
     async def _set_state(
         self,
@@ -308,11 +323,15 @@ def build_relays(
     clock: Callable[[], datetime],
     *,
     poll_interval: float = 0.5,
+    metrics: Metrics | None = None,
 ) -> list[Relay]:
-    """One relay per destination, with its transport (imported only when configured)."""
+    """One relay per destination, with its transport (imported only when configured).
+    One `metrics` for them all: two metric objects of one name in one process would
+    overwrite each other's multiprocess file entries."""
     from porteiro.store.outbox import outbox_store
 
     outbox = outbox_store(store)
+    metrics = metrics or Metrics()
     relay_id = new_relay_id()
     relays = []
     for destination in destinations:
@@ -327,7 +346,7 @@ def build_relays(
             sender = RabbitSender(destination)
         relays.append(
             Relay(outbox, destination, sender, clock=clock, relay_id=relay_id,
-                  poll_interval=poll_interval)
+                  poll_interval=poll_interval, metrics=metrics)
         )  # fmt: skip
     return relays
 
@@ -340,7 +359,10 @@ def relay_jobs(runtime: Runtime) -> list[Callable[[], Awaitable[None]]]:
 
     async def relays() -> None:
         built = build_relays(
-            runtime.store, list(runtime.config.destinations.values()), runtime.clock
+            runtime.store,
+            list(runtime.config.destinations.values()),
+            runtime.clock,
+            metrics=runtime.metrics,
         )
         await asyncio.gather(*(relay.run() for relay in built))
 

@@ -35,6 +35,7 @@ from porteiro.model import (
 from porteiro.store.apply import Handle
 
 if TYPE_CHECKING:
+    from porteiro.observability.readings import Readings
     from porteiro.store.outbox import OutboxRow
 
 T = TypeVar("T")
@@ -231,6 +232,10 @@ class Store(Protocol):
         """Every transition of the payment, oldest first."""
 
     async def list_quarantine(self, limit: int) -> Sequence[QuarantinedRequest]: ...
+
+    async def metric_readings(self, now: datetime) -> Readings:
+        """What /metrics reports from the store: backlogs, dead letters, payments past
+        expiry, destination circuits (observability.readings)."""
 
     async def status_counts(self, statuses: Sequence[EventStatus] | None = None) -> dict[str, int]:
         """Number of events per status, zero included: of every status, or of `statuses`
