@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from porteiro.sinks.message_id import message_id
 from tests.support.admin import admin_get, wait_processed
 from tests.support.app import ADMIN_TOKEN
 from tests.support.processes import run_porteiro, serving
@@ -113,12 +114,14 @@ max_attempts = 10
 
 
 def expected_per_payment(base: str, events: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Per payment, the webhook-ids the merchant must get, in applied order."""
+    """Per payment, the webhook-ids the merchant must get, in applied order: each event's
+    stable id, of its source and key."""
+    ids = {e["id"]: message_id(e["source"], e["dedup_key"]) for e in events}
     expected: dict[str, list[str]] = {}
     for object_id in sorted({e["object_id"] for e in events if e["object_id"]}):
         payment = admin_get(base, f"/api/payments/standard/{object_id}")
         expected[object_id] = [
-            f"evt_{entry['event_id']}"
+            ids[entry["event_id"]]
             for entry in payment["history"]
             if entry["verdict"] in ("applied", "anomalous")
         ]

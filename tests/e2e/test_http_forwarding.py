@@ -36,6 +36,7 @@ from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime, utc_now
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.sinks.http_relay import HttpSender
+from porteiro.sinks.message_id import message_id
 from porteiro.sinks.relay import Relay
 from porteiro.store import open_store
 from porteiro.store.outbox import OutboxRow, OutboxStatus, OutboxStore, outbox_store
@@ -110,11 +111,12 @@ class Merchant:
             await asyncio.sleep(self.hang_seconds)  # applied, but the answer comes too late
         return Response(status_code=204)
 
-    def _effect(self, message_id: str, payload: dict[str, object]) -> None:
-        if message_id in self.seen:
+    def _effect(self, msg_id: str, payload: dict[str, object]) -> None:
+        if msg_id in self.seen:
             return  # the merchant's own de-duplication: one effect per event
-        self.seen.add(message_id)
-        self.effects[str(payload["object_id"])].append(int(message_id.removeprefix("evt_")))
+        self.seen.add(msg_id)
+        gateway_id = str(payload["gateway_event_id"])  # the plan's `gw_<event id>`
+        self.effects[str(payload["object_id"])].append(int(gateway_id.removeprefix("gw_")))
 
 
 @pytest.fixture
@@ -222,6 +224,8 @@ max_delay_seconds = 0.5
         second.kill(signal.SIGTERM)
     assert shop.bad_signatures == 0
     assert len(shop.seen) == len(rows)  # every event arrived...
+    # ...under its stable id (of its source and key), not a row number.
+    assert shop.seen == {message_id("shop", f"gw_{row.event_id}") for row in rows}
     assert sum(len(ids) for ids in shop.effects.values()) == len(rows)  # ...with one effect
     assert shop.requests > len(rows)  # failures and timeouts made the relay retry
     assert_in_order(shop, payments, 2)
@@ -508,7 +512,7 @@ async def test_admin_api(tmp_path: Path) -> None:
                 await http.get("/api/destinations/merchant/outbox?limit=4", headers=ADMIN)
             ).json()
             assert [row["event_id"] for row in page["items"]] == [9, 8, 7, 6]
-            assert page["items"][0]["message_id"] == "evt_9"
+            assert page["items"][0]["message_id"] == message_id("shop", "gw_9")
             rest = await http.get(
                 f"/api/destinations/merchant/outbox?cursor={page['next']}", headers=ADMIN
             )

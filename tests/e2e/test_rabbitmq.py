@@ -9,6 +9,7 @@ Locally a missing broker skips these tests; under CI=true it fails them.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import time
@@ -28,6 +29,7 @@ from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import utc_now
 from porteiro.sinks.fanout import outbox_rows
+from porteiro.sinks.message_id import message_id
 from porteiro.sinks.rabbitmq_relay import RabbitSender
 from porteiro.sinks.relay import Relay
 from porteiro.store import open_store
@@ -202,10 +204,11 @@ async def test_each_event_exactly_once_across_a_broker_restart(
         if message.message_id in first_seen:
             continue  # the consumer's de-duplication on message_id
         first_seen[message.message_id] = message
-        event_id = int(message.message_id.removeprefix("evt_"))
+        event_id = int(json.loads(message.body)["gateway_event_id"].removeprefix("gw_"))
         by_payment[f"pay_{(event_id - 1) % payments + 1:05d}"].append(event_id)
-    assert set(first_seen) == {f"evt_{row.event_id}" for row in rows}
-    sample = first_seen["evt_1"]
+    # The message_id is the event's stable id (of its source and key), not a row number.
+    assert set(first_seen) == {message_id("shop", f"gw_{row.event_id}") for row in rows}
+    sample = first_seen[message_id("shop", "gw_1")]
     assert sample.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
     assert sample.content_type == "application/json"
     assert sample.routing_key == "shop.payment.created"

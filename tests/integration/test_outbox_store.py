@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from porteiro.config import DestinationConfig
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.sinks.fanout import outbox_rows
+from porteiro.sinks.message_id import message_id
 from porteiro.store import open_store
 from porteiro.store.base import Store
 from porteiro.store.outbox import (
@@ -66,7 +67,8 @@ async def test_fanout_and_idempotent_enqueue(outbox: OutboxStore) -> None:
     page = await outbox.list_outbox("erp", None, None, 10)
     assert [row.event_id for row in page.items] == [2, 1]
     first = page.items[1]
-    assert first.payload["id"] == "evt_1" and first.payload["payment"]["state"] == "paid"
+    assert first.message_id == first.payload["id"] == message_id("stripe", "gw_1")
+    assert first.payload["payment"]["state"] == "paid"
     assert first.status is OutboxStatus.PENDING and first.attempts == 0
 
 

@@ -17,6 +17,7 @@ from porteiro.outgoing.gateway_http import retry_after
 from porteiro.providers.standard.webhook import decode_secret, sign_headers
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.sinks.http_relay import classify
+from porteiro.sinks.message_id import message_id
 from porteiro.sinks.relay import CircuitBreaker
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -80,6 +81,7 @@ def test_fanout_filters_kinds_and_builds_the_normalised_payload() -> None:
         amount=1000, currency="BRL", occurred_at=NOW, data={"k": "v"},
     )  # fmt: skip
     [row] = outbox_rows(42, "stripe", paid, payment, destinations)
+    assert row.message_id == message_id("stripe", "evt_gw_1")  # the event's, not row 42's
     assert (row.destination, row.event_id, row.kind, row.object_id) == (
         "all",
         42,
@@ -87,7 +89,8 @@ def test_fanout_filters_kinds_and_builds_the_normalised_payload() -> None:
         "pi_1",
     )
     assert row.payload == {
-        "id": "evt_42", "type": "payment.paid", "source": "stripe", "object_id": "pi_1",
+        "id": message_id("stripe", "evt_gw_1"), "type": "payment.paid", "source": "stripe",
+        "object_id": "pi_1",
         "reference": "order-7", "amount": 1000, "currency": "BRL",
         "occurred_at": row.payload["occurred_at"], "data": {"k": "v"},
         "gateway_event_id": "evt_gw_1",

@@ -4,15 +4,16 @@ The payload is Porteiro's normalised event, the same shape the `standard` adapte
 (so one Porteiro can forward to another), plus `source`, the gateway's own event id and
 the payment's state after the event:
 
-    {"id": "evt_42", "type": "payment.paid", "source": "stripe", "object_id": "pi_1",
+    {"id": "evt_5xkq...", "type": "payment.paid", "source": "stripe", "object_id": "pi_1",
      "reference": "order-7", "amount": 1000, "currency": "BRL",
      "occurred_at": "2024-11-28T16:37:11.650000Z", "refunded_total": 0, "data": {...},
      "gateway_event_id": "evt_1Q...",
      "payment": {"state": "paid", "amount": 1000, "refunded_amount": 0,
                  "currency": "BRL", "version": 3}}
 
-`id` is `evt_<Porteiro event id>`: stable across retries, redrives and replays, so it is
-the `webhook-id` header and the AMQP `message_id` merchants de-duplicate on.
+`id` is the event's message id (sinks/message_id.py: a hash of source and de-duplication
+key), computed once per event and stored in each of its outbox rows, which the relays send
+as the `webhook-id` header and the AMQP `message_id` merchants de-duplicate on.
 """
 
 from __future__ import annotations
@@ -23,17 +24,13 @@ from typing import Any
 from porteiro.config import DestinationConfig
 from porteiro.model import ParsedEvent, Payment
 from porteiro.providers.standard.webhook import event_body
+from porteiro.sinks.message_id import message_id
 from porteiro.store.outbox import OutboxRow
 
 
-def message_id(event_id: int) -> str:
-    """The stable id merchants see for Porteiro event `event_id`."""
-    return f"evt_{event_id}"
-
-
-def payload(event_id: int, source: str, event: ParsedEvent, payment: Payment) -> dict[str, Any]:
+def payload(msg_id: str, source: str, event: ParsedEvent, payment: Payment) -> dict[str, Any]:
     body = event_body(event)
-    body["id"] = message_id(event_id)
+    body["id"] = msg_id
     body["source"] = source
     body["gateway_event_id"] = event.dedup_key
     body["payment"] = {
@@ -54,14 +51,16 @@ def outbox_rows(
     destinations: Mapping[str, DestinationConfig],
 ) -> list[OutboxRow]:
     """One row per destination whose `kinds` include the event's kind (empty: all kinds
-    but `other`); none for an event without a payment object."""
+    but `other`); none for an event without a payment object. The message id is the
+    parsed event's key, the stored one (enrichment never changes an event's key)."""
     if event.object_id is None:
         return []
     wanted = [name for name, dest in destinations.items() if dest.wants(event.kind.value)]
     if not wanted:
         return []
-    body = payload(event_id, source, event, payment)
+    msg_id = message_id(source, event.dedup_key)
+    body = payload(msg_id, source, event, payment)
     return [
-        OutboxRow(name, event_id, source, event.object_id, event.kind.value, body)
+        OutboxRow(name, event_id, msg_id, source, event.object_id, event.kind.value, body)
         for name in sorted(wanted)
     ]

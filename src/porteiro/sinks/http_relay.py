@@ -1,9 +1,10 @@
 """Signed HTTP forwarding: POST the normalised event with Standard Webhooks headers.
 
-`webhook-id` is the stable Porteiro event id (the same on every retry and redrive), so the
-merchant de-duplicates on it; `webhook-timestamp` is the attempt's time, and the
-`webhook-signature` (v1, HMAC-SHA256 with the destination's `whsec_` secret) covers
-`{id}.{timestamp}.{body}` exactly as sent. Any library implementing the spec verifies it.
+`webhook-id` is the row's stored message id (sinks/message_id.py: the same on every
+retry, redrive and replay, and on every store), so the merchant de-duplicates on it;
+`webhook-timestamp` is the attempt's time, and the `webhook-signature` (v1, HMAC-SHA256
+with the destination's `whsec_` secret) covers `{id}.{timestamp}.{body}` exactly as sent.
+Any library implementing the spec verifies it.
 
 Answers: 2xx is done; 410 Gone disables the destination; 429 and 503 are retried no
 sooner than their Retry-After; anything else (other statuses, timeouts, connection
@@ -23,7 +24,6 @@ from porteiro.config import DestinationConfig
 from porteiro.errors import ConfigError
 from porteiro.outgoing.gateway_http import retry_after
 from porteiro.providers.standard.webhook import decode_secret, sign_headers
-from porteiro.sinks.fanout import message_id
 from porteiro.sinks.relay import SendResult, error_text
 from porteiro.store.outbox import StoredOutboxRow
 
@@ -55,7 +55,7 @@ class HttpSender:
     async def send(self, row: StoredOutboxRow) -> SendResult:
         body = orjson.dumps(row.payload)
         now = self._clock()
-        headers = sign_headers(self._key, message_id(row.event_id), int(now.timestamp()), body)
+        headers = sign_headers(self._key, row.message_id, int(now.timestamp()), body)
         headers["content-type"] = "application/json"
         headers["user-agent"] = _USER_AGENT
         try:

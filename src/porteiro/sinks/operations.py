@@ -128,7 +128,7 @@ def row_to_json(row: StoredOutboxRow) -> dict[str, Any]:
         "id": row.id,
         "destination": row.destination,
         "event_id": row.event_id,
-        "message_id": row.payload.get("id"),
+        "message_id": row.message_id,
         "source": row.source,
         "object_id": row.object_id,
         "kind": row.kind,

@@ -1,11 +1,11 @@
 """RabbitMQ sink: publish each outbox row to a durable topic exchange.
 
-Every message is persistent, `message_id` = the stable Porteiro event id (consumers
-de-duplicate on it), `content_type` application/json, routing key `{source}.{kind}`
-(e.g. `stripe.payment.paid`). It is published `mandatory` on a channel with publisher
-confirms: the row is done only once the broker confirmed it, and a message the broker
-could not route to any queue comes back (basic.return) as a failure, retried and then
-dead-lettered, never counted as delivered.
+Every message is persistent, `message_id` = the row's stored message id (stable across
+retries, redrives, replays and stores: consumers de-duplicate on it), `content_type`
+application/json, routing key `{source}.{kind}` (e.g. `stripe.payment.paid`). It is
+published `mandatory` on a channel with publisher confirms: the row is done only once the
+broker confirmed it, and a message the broker could not route to any queue comes back
+(basic.return) as a failure, retried and then dead-lettered, never counted as delivered.
 
 The connection is plain, not aio-pika's "robust" one: the outbox retry loop already is
 the reconnection policy (a failed publish drops the connection; the next attempt opens a
@@ -24,7 +24,6 @@ from aio_pika.exceptions import DeliveryError, PublishError
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import ConfigError
-from porteiro.sinks.fanout import message_id
 from porteiro.sinks.relay import SendResult, error_text
 from porteiro.store.outbox import StoredOutboxRow
 
@@ -37,7 +36,7 @@ def build_message(row: StoredOutboxRow) -> aio_pika.Message:
     return aio_pika.Message(
         orjson.dumps(row.payload),
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        message_id=message_id(row.event_id),
+        message_id=row.message_id,
         content_type="application/json",
         type=row.kind,
         app_id="porteiro",

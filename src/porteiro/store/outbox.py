@@ -1,7 +1,7 @@
 """The outbox's storage verbs (merchant delivery), beside the core Store protocol.
 
-The ledger transaction inserts rows (store/sqlite_outbox.insert_outbox_sqlite,
-store/pg_outbox.insert_outbox_pg); relays (porteiro.sinks) claim, settle and redrive them.
+The ledger transaction inserts rows (store/sqlite/outbox.insert_outbox_sqlite,
+store/postgres/outbox.insert_outbox_pg); relays (porteiro.sinks) claim, settle and redrive them.
 Settled and operated by store/outbox_verbs.py, written once for both stores; claimed
 by store/sqlite/outbox.py and store/postgres/outbox.py.
 
@@ -39,6 +39,7 @@ class OutboxRow:
 
     destination: str
     event_id: int
+    message_id: str  # what the destination de-duplicates on: sent as stored, forever
     source: str
     object_id: str
     kind: str
@@ -50,6 +51,7 @@ class StoredOutboxRow:
     id: int
     destination: str
     event_id: int
+    message_id: str
     source: str
     object_id: str
     kind: str
@@ -161,6 +163,7 @@ def row_from_db(row: Any) -> StoredOutboxRow:
         id=int(row["id"]),
         destination=row["destination"],
         event_id=int(row["event_id"]),
+        message_id=row["message_id"],
         source=row["source"],
         object_id=row["object_id"],
         kind=row["kind"],

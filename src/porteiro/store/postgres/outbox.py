@@ -22,13 +22,13 @@ Connection = AsyncConnection[DictRow]
 # One statement for any number of rows: one round trip inside the ledger transaction.
 INSERT: Final = """
 INSERT INTO outbox
-    (destination, event_id, source, object_id, kind, payload, next_attempt_at,
+    (destination, event_id, message_id, source, object_id, kind, payload, next_attempt_at,
      created_at, updated_at)
-SELECT r.destination, r.event_id, r.source, r.object_id, r.kind, r.payload::jsonb,
-       %(now)s, %(now)s, %(now)s
-FROM unnest(%(destination)s::text[], %(event_id)s::bigint[], %(source)s::text[],
-            %(object_id)s::text[], %(kind)s::text[], %(payload)s::text[])
-    AS r(destination, event_id, source, object_id, kind, payload)
+SELECT r.destination, r.event_id, r.message_id, r.source, r.object_id, r.kind,
+       r.payload::jsonb, %(now)s, %(now)s, %(now)s
+FROM unnest(%(destination)s::text[], %(event_id)s::bigint[], %(message_id)s::text[],
+            %(source)s::text[], %(object_id)s::text[], %(kind)s::text[], %(payload)s::text[])
+    AS r(destination, event_id, message_id, source, object_id, kind, payload)
 ORDER BY r.event_id
 ON CONFLICT (destination, event_id) DO NOTHING"""
 
@@ -64,6 +64,7 @@ async def insert_outbox_pg(conn: Connection, rows: Sequence[OutboxRow], now: dat
         "now": now,
         "destination": [row.destination for row in rows],
         "event_id": [row.event_id for row in rows],
+        "message_id": [row.message_id for row in rows],
         "source": [row.source for row in rows],
         "object_id": [row.object_id for row in rows],
         "kind": [row.kind for row in rows],

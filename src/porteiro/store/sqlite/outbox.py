@@ -17,9 +17,9 @@ T = TypeVar("T")
 
 INSERT: Final = """
 INSERT INTO outbox
-    (destination, event_id, source, object_id, kind, payload, next_attempt_at,
+    (destination, event_id, message_id, source, object_id, kind, payload, next_attempt_at,
      created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (destination, event_id) DO NOTHING"""
 
 # Due rows of an active destination, each the earliest not-done row of its payment.
@@ -50,7 +50,7 @@ def insert_outbox_sqlite(db: sqlite3.Connection, rows: Sequence[OutboxRow], now:
     inserted = 0
     for row in rows:
         params = (
-            row.destination, row.event_id, row.source, row.object_id, row.kind,
+            row.destination, row.event_id, row.message_id, row.source, row.object_id, row.kind,
             codec.dump_json(row.payload), stamp, stamp, stamp,
         )  # fmt: skip
         inserted += db.execute(INSERT, params).rowcount
