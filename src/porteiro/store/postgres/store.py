@@ -47,6 +47,7 @@ from porteiro.store.base import (
 )
 from porteiro.store.client_verbs import IdempotencyVerbs
 from porteiro.store.group_commit import GroupCommit
+from porteiro.store.lease_verbs import LeaseVerbs
 from porteiro.store.migrations import (
     SchemaMismatch,
     known_versions,
@@ -81,6 +82,7 @@ class PostgresStore(
     IdempotencyVerbs,
     OutboxVerbs,
     OutboxPostgresMixin,
+    LeaseVerbs,
 ):
     def __init__(
         self,

@@ -40,6 +40,7 @@ from porteiro.store.base import (
 )
 from porteiro.store.client_verbs import IdempotencyVerbs
 from porteiro.store.group_commit import GroupCommit
+from porteiro.store.lease_verbs import LeaseVerbs
 from porteiro.store.migrations import (
     SchemaMismatch,
     known_versions,
@@ -84,6 +85,7 @@ class SqliteStore(
     IdempotencyVerbs,
     OutboxVerbs,
     OutboxSqliteMixin,
+    LeaseVerbs,
 ):
     def __init__(
         self,

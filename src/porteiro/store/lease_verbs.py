@@ -1,0 +1,63 @@
+"""The job-lease verbs (store/leases.py), written once for both stores over the
+connection port (store/port.py): one upsert takes or renews a lease, so two processes
+racing for a free job cannot both get it (the primary key on `job` decides)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Final
+
+from porteiro.store import rows
+from porteiro.store.leases import JobLease
+from porteiro.store.port import Port
+
+# The holder renews its own lease; anyone takes an expired one (acquired_at restarts).
+TAKE: Final = """
+INSERT INTO job_leases AS l (job, holder, acquired_at, renewed_at, lease_until)
+VALUES (%(job)s, %(holder)s, %(now)s, %(now)s, %(until)s)
+ON CONFLICT (job) DO UPDATE SET
+    acquired_at = CASE WHEN l.holder = excluded.holder THEN l.acquired_at
+                       ELSE excluded.acquired_at END,
+    holder = excluded.holder, renewed_at = excluded.renewed_at,
+    lease_until = excluded.lease_until
+WHERE l.holder = excluded.holder OR l.lease_until < excluded.renewed_at
+RETURNING holder"""
+
+RELEASE: Final = "DELETE FROM job_leases WHERE job = %(job)s AND holder = %(holder)s"
+
+LEASES: Final = "SELECT * FROM job_leases ORDER BY job"
+
+# Reads the outbox_due index (destination, status, next_attempt_at).
+DUE_OUTBOX: Final = """
+SELECT destination, MIN(next_attempt_at) AS due FROM outbox
+WHERE status = 'pending' AND next_attempt_at <= %(now)s GROUP BY destination"""
+
+
+class LeaseVerbs:
+    _port: Port
+
+    async def take_lease(self, job: str, holder: str, now: datetime, until: datetime) -> bool:
+        d = self._port.dialect
+        params = {"job": job, "holder": holder, "now": d.time(now), "until": d.time(until)}
+        return bool(await self._port.write_returning(TAKE, [params]))
+
+    async def release_lease(self, job: str, holder: str) -> None:
+        await self._port.execute(RELEASE, {"job": job, "holder": holder})
+
+    async def job_leases(self) -> Sequence[JobLease]:
+        found = await self._port.fetch(LEASES, {})
+        return [
+            JobLease(
+                job=row["job"],
+                holder=row["holder"],
+                acquired_at=rows.decode_time(row["acquired_at"]),
+                renewed_at=rows.decode_time(row["renewed_at"]),
+                lease_until=rows.decode_time(row["lease_until"]),
+            )
+            for row in found
+        ]
+
+    async def due_outbox_since(self, now: datetime) -> Mapping[str, datetime]:
+        found = await self._port.fetch(DUE_OUTBOX, {"now": self._port.dialect.time(now)})
+        return {row["destination"]: rows.decode_time(row["due"]) for row in found}
