@@ -154,12 +154,20 @@ def redrive(ctx: click.Context, name: str, ids: Sequence[int]) -> None:
 )
 @click.option("--migrate/--no-migrate", default=None, help="default: on for SQLite only")
 @click.option("--poll-interval", type=float, default=0.5, show_default=True)
+@click.option("--lease-seconds", type=click.FloatRange(min=0.3), default=None, hidden=True)
 @click.pass_context
 def relay(
-    ctx: click.Context, names: Sequence[str], migrate: bool | None, poll_interval: float
+    ctx: click.Context,
+    names: Sequence[str],
+    migrate: bool | None,
+    poll_interval: float,
+    lease_seconds: float | None,
 ) -> None:
-    """Run the outbox relays standalone (`serve` runs them too, beside its worker)."""
-    from porteiro.sinks.relay import build_relays
+    """Run the outbox relays without a worker. Each destination's relay runs in one
+    process at a time (this one, a `worker` or a `serve`): this process takes those whose
+    lease is free, and the others when their holder stops."""
+    from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS, new_holder_id
+    from porteiro.jobs.roles import relay_jobs
 
     config = common.config(ctx)
     chosen = [operations.configured(config.destinations, name) for name in names] or list(
@@ -175,8 +183,11 @@ def relay(
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
-            relays = build_relays(store, chosen, utc_now, poll_interval=poll_interval)
-            click.echo(f"relaying to {', '.join(r.name for r in relays)}", err=True)
-            await asyncio.gather(*(r.run(stop) for r in relays))
+            jobs = relay_jobs(
+                store, chosen, utc_now, holder=new_holder_id(), poll_interval=poll_interval,
+                lease_seconds=lease_seconds or DEFAULT_LEASE_SECONDS,
+            )  # fmt: skip
+            click.echo(f"relaying to {', '.join(d.name for d in chosen)}", err=True)
+            await asyncio.gather(*(job(stop) for job in jobs))
 
     asyncio.run(run())
