@@ -52,7 +52,7 @@ _MARK = "__porteiro_kinds__"
 class HandlerContext:
     """What a handler sees: the canonical event, the payment after it, the connection."""
 
-    event_id: int  # Porteiro's stable event id (`evt_<id>` in forwarded payloads)
+    event_id: int  # Porteiro's event row id (forwarded payloads carry docs/destinations.md's id)
     source: str
     event: ParsedEvent
     payment: Payment
