@@ -32,7 +32,7 @@ from porteiro.http.app import create_app
 from porteiro.model import EventStatus
 from porteiro.outgoing.gateway_http import GatewayPolicy, RateLimiter, gateway_client
 from porteiro.providers import build_provider
-from porteiro.reconcile.reconciler import audit_window, background
+from porteiro.reconcile.reconciler import Reconciler, audit_window
 from porteiro.replay import matching_events
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
@@ -88,7 +88,7 @@ async def porteiro(
         reconcile=ReconcileConfig(enabled=reconciler, interval_seconds=interval),
     )
     runtime = Runtime.build(config)
-    jobs = [Worker(runtime).run, *background(runtime)]
+    jobs = [Worker(runtime).run, *([Reconciler(runtime).run] if reconciler else [])]
     async with live_server(create_app(runtime, background=jobs, migrate=True)) as url:
         yield Porteiro(url, runtime, source.name)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -345,14 +345,6 @@ def _differs(gateway: Payment, stored: Payment) -> bool:
 
 def _newer(stored: Payment, until: datetime) -> bool:
     return stored.last_event_at is not None and stored.last_event_at >= until
-
-
-def background(runtime: Runtime) -> list[Callable[[], Awaitable[None]]]:
-    """What `serve` adds to its background tasks: the stale cycle loop, unless
-    `[reconcile] enabled = false`."""
-    if not runtime.config.reconcile.enabled:
-        return []
-    return [Reconciler(runtime).run]
 
 
 async def stale_cycle(runtime: Runtime, now: datetime) -> StaleReport:

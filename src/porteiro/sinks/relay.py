@@ -33,7 +33,7 @@ from porteiro.stopping import until_stopped
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
 
 if TYPE_CHECKING:
-    from porteiro.runtime import Runtime
+    pass
 
 _ERROR_TEXT_LIMIT = 1000
 # Past the transport's own timeout, a send that still hangs is abandoned (then retried).
@@ -349,21 +349,3 @@ def build_relays(
                   poll_interval=poll_interval, metrics=metrics)
         )  # fmt: skip
     return relays
-
-
-def relay_jobs(runtime: Runtime) -> list[Callable[[], Awaitable[None]]]:
-    """Background jobs for `porteiro serve`: every configured destination's relay (none
-    without destinations). Built when the job starts, once the store is open."""
-    if not runtime.config.destinations:
-        return []
-
-    async def relays() -> None:
-        built = build_relays(
-            runtime.store,
-            list(runtime.config.destinations.values()),
-            runtime.clock,
-            metrics=runtime.metrics,
-        )
-        await asyncio.gather(*(relay.run() for relay in built))
-
-    return [relays]
