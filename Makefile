@@ -2,20 +2,33 @@
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
-STAMP   = $(VENV)/.installed-stamp
 CONFIG ?= porteiro.example.toml
+
+# One virtual environment, created once (its python is the mark), and two installs in it:
+# `make run` needs only the runtime dependencies (.), everything else the test and lint
+# toolchain too (.[dev]). A stamp per install, newer than pyproject.toml once done; .[dev]
+# includes ., so installing it stamps both and `make run` after `make test` installs
+# nothing more.
+RUN_STAMP = $(VENV)/.installed-run-stamp
+DEV_STAMP = $(VENV)/.installed-dev-stamp
 
 .PHONY: install run test unit lint format services bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV_STAMP) $(RUN_STAMP)
 
-install: $(STAMP)
+install: $(DEV_STAMP)
 
-run: install
+run: $(RUN_STAMP)
 	@echo "Porteiro on http://127.0.0.1:8000 (SQLite store ./porteiro.db, config $(CONFIG))."
 	@echo "In another terminal, send signed test webhooks with:"
 	@echo "  $(BIN)/porteiro --config $(CONFIG) simulate --url http://127.0.0.1:8000 --source standard --count 20 --duplicates 0.3 --shuffle"
@@ -45,7 +58,7 @@ test: install services lint
 # for a 1-2 minute smoke run, BENCH_SCALE=1000000 to skip the 5 M stored-events step.
 BENCH_STAMP = $(VENV)/.bench-installed-stamp
 
-$(BENCH_STAMP): $(STAMP) pyproject.toml
+$(BENCH_STAMP): $(DEV_STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
