@@ -167,15 +167,20 @@ class Config:
     handlers: HandlersConfig = field(default_factory=HandlersConfig)
 
 
+def config_file(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The file `load_config` reads: `path`, else PORTEIRO_CONFIG, else ./porteiro.toml if
+    it exists; None when there is none (every setting is then a default or the env's)."""
+    chosen = path or env.get("PORTEIRO_CONFIG")
+    if chosen is not None:
+        return Path(chosen)
+    default = Path(DEFAULT_CONFIG_PATH)
+    return default if default.exists() else None
+
+
 def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     """Load `path` (or PORTEIRO_CONFIG, or ./porteiro.toml if it exists)."""
-    chosen = path or env.get("PORTEIRO_CONFIG")
-    raw: dict[str, Any] = {}
-    if chosen is not None:
-        raw = _read_toml(Path(chosen))
-    elif Path(DEFAULT_CONFIG_PATH).exists():
-        raw = _read_toml(Path(DEFAULT_CONFIG_PATH))
-    return parse_config(raw, env)
+    file = config_file(path, env)
+    return parse_config({} if file is None else _read_toml(file), env)
 
 
 # The file's top-level tables.

@@ -115,17 +115,33 @@ def test_unparseable_delivery_is_dead_and_stays_dead_on_replay(server: tuple[Cli
     assert response.status_code == 200  # authenticated: stored and acknowledged
     (dead,) = cli.json_lines("dlq", "list", "--source", "std")
     assert dead["status"] == "dead" and "object_id is required" in dead["last_error"]
-    failed = cli.run("replay", str(dead["id"]))
+    # The replay ran and did not do all it was asked: exit 1.
+    failed = cli.run("replay", str(dead["id"]), expect=1)
     assert "still fails to parse" in failed.stderr
     assert [e["id"] for e in cli.json_lines("dlq", "list")] == [dead["id"]]
-    assert "0 events due again" in cli.run("dlq", "replay", "--id", str(dead["id"])).stdout
+    redrive = cli.run("dlq", "replay", "--id", str(dead["id"]), expect=1)
+    assert "0 events due again" in redrive.stdout
     # A redrive of the whole DLQ is said: no filter is a usage error (exit 2), not "all".
     assert "--all" in cli.run("dlq", "replay", expect=2).stderr
     assert (
         "cannot be combined"
         in cli.run("dlq", "replay", "--all", "--source", "std", expect=2).stderr
     )
-    assert "0 events due again" in cli.run("dlq", "replay", "--all").stdout
+    assert "0 events due again" in cli.run("dlq", "replay", "--all", expect=1).stdout
+
+
+def test_an_id_that_does_not_exist_exits_2(server: tuple[Cli, str]) -> None:
+    cli, _ = server
+    assert (
+        cli.run("events", "show", "999999", expect=2).stderr == "porteiro: error: no event 999999\n"
+    )
+    missing_payment = cli.run("payments", "show", "std", "pay_absent", expect=2).stderr
+    assert missing_payment == "porteiro: error: no payment 'pay_absent' from source 'std'\n"
+    for replay in (("replay", "999999"), ("replay", "--dry-run", "999999")):
+        assert "no such events: 999999" in cli.run(*replay, expect=2).stderr
+    # `dlq replay --id` of an event that is not dead leaves it alone; one that does not
+    # exist is an error.
+    assert "no such events: 999999" in cli.run("dlq", "replay", "--id", "999999", expect=2).stderr
 
 
 def test_simulate_reports_refusals_with_a_failing_exit_code(

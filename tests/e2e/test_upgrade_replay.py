@@ -52,7 +52,7 @@ def test_replay_after_an_upgrade_books_what_an_older_version_dead_lettered(
     asyncio.run(store_as_the_older_version_did(cli.config, body))
     [dead] = cli.json_lines("dlq", "list", "--source", "std")
     assert (dead["type"], dead["last_error"]) == ("porteiro.unparseable", OLDER_RULE)
-    cli.run("payments", "show", "std", "pay_1", expect=1)  # nothing booked yet
+    cli.run("payments", "show", "std", "pay_1", expect=2)  # nothing booked yet
 
     planned = cli.json_lines("replay", "--status", "dead", "--source", "std", "--dry-run")
     assert [(p["dedup_key"], p["to"]) for p in planned] == [("evt_upgrade", "paid")]

@@ -21,11 +21,12 @@ from porteiro.cli.fake import fake_provider
 from porteiro.cli.reconcile import reconcile
 from porteiro.cli.serve import serve, worker
 from porteiro.cli.simulate import simulate
-from porteiro.errors import PorteiroError
+from porteiro.errors import PorteiroError, StoreUnavailable
 from porteiro.observability import configure_logging
 
 
 @click.group()
+@click.version_option(package_name="porteiro", prog_name="porteiro")
 @click.option(
     "--config",
     "config_path",
@@ -71,5 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except PorteiroError as exc:
         click.echo(f"porteiro: error: {exc}", err=True)
-        sys.exit(2)
+        # A store that does not answer is the moment's failure (1, try again), not one
+        # of the command or the configuration (2, fix it): docs/cli.md, Exit codes.
+        sys.exit(1 if isinstance(exc, StoreUnavailable) else 2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -17,10 +18,12 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from porteiro.config import Config, load_config
+from porteiro.config import Config, config_file, load_config
+from porteiro.errors import ConfigError, PorteiroError
 from porteiro.model import Kind
 from porteiro.runtime import Runtime, check_schema_at_start, utc_now
 from porteiro.store import open_store
+from porteiro.store.sqlite.store import SqliteStore
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -28,8 +31,36 @@ _RELATIVE = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
+NO_CONFIG = (
+    "no configuration: pass --config FILE, set $PORTEIRO_CONFIG or create ./porteiro.toml"
+    " (porteiro.example.toml is one for development)"
+)
+
+
+class NotFound(PorteiroError):
+    """An event or payment that does not exist: exit 2, as a wrong argument."""
+
+
 def config(ctx: click.Context) -> Config:
-    return load_config(ctx.find_root().params.get("config_path"), os.environ)
+    """The configuration; a ConfigError (exit 2) when there is none at all, rather than
+    defaults that would quietly create ./porteiro.db wherever the command was run."""
+    path = ctx.find_root().params.get("config_path")
+    if config_file(path, os.environ) is None and not os.environ.get("PORTEIRO_STORE_URL"):
+        raise ConfigError(NO_CONFIG)
+    loaded = load_config(path, os.environ)
+    file = sqlite_file(loaded.store_url)
+    if file is not None and not file.parent.is_dir():
+        # sqlite3 would only say "unable to open database file".
+        raise ConfigError(f"the SQLite store's folder {file.parent} does not exist")
+    return loaded
+
+
+def sqlite_file(store_url: str) -> Path | None:
+    """The database file a SQLite store URL names (None: another store, or :memory:)."""
+    store = open_store(store_url)  # built from the URL, not opened
+    if isinstance(store, SqliteStore) and store.path != ":memory:":
+        return Path(store.path)
+    return None
 
 
 @asynccontextmanager

@@ -82,10 +82,10 @@ def _found(
     fetch: Callable[[Runtime], Awaitable[dict[str, Any] | None]],
     missing: str,
 ) -> dict[str, Any]:
-    """The view `fetch` builds of one stored thing; `missing` (exit 1) when there is none."""
+    """The view `fetch` builds of one stored thing; `missing` (exit 2) when there is none."""
     view = common.run(common.config(ctx), fetch)
     if view is None:
-        raise click.ClickException(missing)
+        raise common.NotFound(missing)
     return view
 
 
@@ -167,6 +167,7 @@ def dlq_replay(
 
     report = common.run(common.config(ctx), work)
     _echo_report(report, dry_run=False)
+    ctx.exit(_exit_code(report))
 
 
 @click.command("replay")
@@ -216,6 +217,15 @@ def replay_command(
         common.json_line(replay.report_to_json(report))
     else:
         _echo_report(report, dry_run=dry_run)
+    ctx.exit(_exit_code(report))
+
+
+def _exit_code(report: replay.ReplayReport) -> int:
+    """2 when an id given does not exist (as `events show`), else 1 when a delivery still
+    fails to parse (the replay ran, and did not do all it was asked), else 0."""
+    if report.missing:
+        return 2
+    return 1 if report.failures else 0
 
 
 def _echo_report(report: replay.ReplayReport, *, dry_run: bool) -> None:
