@@ -144,6 +144,34 @@ def test_an_id_that_does_not_exist_exits_2(server: tuple[Cli, str]) -> None:
     assert "no such events: 999999" in cli.run("dlq", "replay", "--id", "999999", expect=2).stderr
 
 
+def test_events_list_filters_by_time_and_says_when_more_rows_exist(
+    server: tuple[Cli, str],
+) -> None:
+    cli, url = server
+    cli.run("simulate", "--url", url, "--source", "std", "--count", "2", "--seed", "11")
+    newest = cli.json_lines("events", "list", "--limit", "1000")
+    assert len(newest) >= 6
+    assert cli.json_lines("events", "list", "--since", "1h", "--limit", "1000") == newest
+    assert cli.json_lines("events", "list", "--until", "1h") == []
+    future = "2999-01-01T00:00:00Z"
+    assert cli.json_lines("events", "list", "--since", future) == []
+    later = newest[0]["received_at"]
+    assert all(e["received_at"] < later for e in cli.json_lines("events", "list", "--until", later))
+
+    # A cut at --limit is said on stderr with the next page's cursor; stdout stays events.
+    first = cli.run("events", "list", "--limit", "2", "--json")
+    assert [json.loads(line) for line in first.stdout.splitlines()] == newest[:2]
+    (note,) = first.stderr.splitlines()
+    assert note.startswith("more events than the 2 shown: add --cursor ")
+    cursor = note.split("--cursor ", 1)[1].split(" ", 1)[0].rstrip(",")
+    second = cli.json_lines("events", "list", "--limit", "2", "--cursor", cursor)
+    assert second == newest[2:4]
+    everything = cli.run("events", "list", "--limit", "1000", "--json")
+    assert everything.stderr == ""
+    bad = cli.run("events", "list", "--cursor", "not-a-cursor", expect=2).stderr
+    assert "Invalid value for --cursor: invalid cursor 'not-a-cursor'" in bad
+
+
 def test_simulate_reports_refusals_with_a_failing_exit_code(
     server: tuple[Cli, str], tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ from porteiro.cli import _common as common
 from porteiro.http import jsonview
 from porteiro.model import EventStatus, Kind, StoredEvent
 from porteiro.runtime import Runtime
-from porteiro.store.base import EventFilter
+from porteiro.store.base import EventFilter, Page
 
 
 def _events_table(events: Sequence[StoredEvent]) -> Table:
@@ -38,6 +38,14 @@ def _print_events(events: Sequence[StoredEvent], as_json: bool) -> None:
         common.console().print(_events_table(events))
 
 
+_limit_option = click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True
+)
+_cursor_option = click.option(
+    "--cursor", help="the next page: the cursor a previous list printed on stderr"
+)
+
+
 @click.group()
 def events() -> None:
     """Inspect stored events."""
@@ -49,7 +57,10 @@ def events() -> None:
 @common.kind_option
 @click.option("--object-id")
 @click.option("--dedup-key")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@common.since_option
+@common.until_option
+@_limit_option
+@_cursor_option
 @common.json_option
 @click.pass_context
 def events_list(
@@ -59,22 +70,46 @@ def events_list(
     kind: str | None,
     object_id: str | None,
     dedup_key: str | None,
+    since: datetime | None,
+    until: datetime | None,
     limit: int,
+    cursor: str | None,
     as_json: bool,
 ) -> None:
-    """Newest events first, filtered."""
+    """Newest events first, filtered (the filters of GET /api/events)."""
     filter = EventFilter(
         source=source,
         status=EventStatus(status) if status else None,
         kind=Kind(kind) if kind else None,
         object_id=object_id,
         dedup_key=dedup_key,
+        since=since,
+        until=until,
     )
+    _list(ctx, filter, cursor, limit, as_json)
 
-    async def fetch(runtime: Runtime) -> Sequence[StoredEvent]:
-        return (await runtime.store.list_events(filter, None, limit)).items
 
-    _print_events(common.run(common.config(ctx), fetch), as_json)
+def _list(
+    ctx: click.Context, filter: EventFilter, cursor: str | None, limit: int, as_json: bool
+) -> None:
+    """One page of events, and on stderr (so `--json` stdout stays one event per line)
+    the cursor of the next when there are more: a silent cut at `--limit` would read as
+    "that is all there is"."""
+
+    async def fetch(runtime: Runtime) -> Page[StoredEvent]:
+        try:
+            return await runtime.store.list_events(filter, cursor, limit)
+        except ValueError as exc:  # a cursor the store cannot decode
+            raise click.BadParameter(str(exc), param_hint="--cursor") from None
+
+    page = common.run(common.config(ctx), fetch)
+    _print_events(page.items, as_json)
+    if page.next is not None:
+        click.echo(
+            f"more events than the {limit} shown: add --cursor {page.next} for the next ones,"
+            " or a larger --limit",
+            err=True,
+        )
 
 
 def _found(
@@ -117,17 +152,15 @@ def dlq() -> None:
 
 @dlq.command("list")
 @click.option("--source")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@_limit_option
+@_cursor_option
 @common.json_option
 @click.pass_context
-def dlq_list(ctx: click.Context, source: str | None, limit: int, as_json: bool) -> None:
+def dlq_list(
+    ctx: click.Context, source: str | None, limit: int, cursor: str | None, as_json: bool
+) -> None:
     """Dead events, newest first."""
-    filter = EventFilter(source=source, status=EventStatus.DEAD)
-
-    async def fetch(runtime: Runtime) -> Sequence[StoredEvent]:
-        return (await runtime.store.list_events(filter, None, limit)).items
-
-    _print_events(common.run(common.config(ctx), fetch), as_json)
+    _list(ctx, EventFilter(source=source, status=EventStatus.DEAD), cursor, limit, as_json)
 
 
 @dlq.command("replay")
