@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import click
 
 from porteiro.cli.charge import charge
+from porteiro.cli.config_check import config_group
 from porteiro.cli.db import db
 from porteiro.cli.destinations import destinations, relay
 from porteiro.cli.events import dlq, events, payments, replay_command
@@ -38,6 +39,7 @@ def cli(config_path: str | None) -> None:
 
 
 for command in (
+    config_group,
     serve,
     worker,
     db,
