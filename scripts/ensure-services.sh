@@ -37,3 +37,46 @@ else
   echo "services: RabbitMQ is NOT reachable on 127.0.0.1:5672" >&2
   # Under CI the RabbitMQ tests then fail (never skip); locally they skip.
 fi
+
+# promtool (Debian package prometheus): the alert rules' tests (deploy/prometheus).
+# Only promtool is wanted, never the package's Prometheus server: a policy-rc.d refusing
+# service starts is in place while it installs (unless the machine has its own, as a
+# Docker image does), no recommended packages (node exporter), and the server unit is
+# then stopped and disabled, so nothing runs or holds port 9090 afterwards.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo -n "$@"
+  else return 1
+  fi
+}
+
+install_promtool() {
+  local policy=/usr/sbin/policy-rc.d made_policy=""
+  if [ ! -e "$policy" ]; then
+    as_root sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy" || return 1
+    made_policy=yes
+  fi
+  local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus)
+  local status=0
+  as_root "${apt[@]}" >/dev/null || { as_root apt-get update -q >/dev/null && as_root "${apt[@]}" >/dev/null; } || status=1
+  if [ -n "$made_policy" ]; then as_root rm -f "$policy"; fi
+  if [ -d /run/systemd/system ]; then
+    as_root systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  elif [ -x /etc/init.d/prometheus ]; then
+    as_root /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    as_root update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+  return "$status"
+}
+
+if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "services: installing promtool (apt-get install prometheus, its server kept off)"
+  install_promtool || true
+fi
+
+if command -v promtool >/dev/null 2>&1; then
+  echo "services: promtool is $(command -v promtool)"
+else
+  echo "services: promtool is NOT installed (Debian/Ubuntu package prometheus)" >&2
+  # Under CI the alert rules' tests then fail (never skip); locally they skip.
+fi

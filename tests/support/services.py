@@ -1,4 +1,4 @@
-"""The services the tests use for real: PostgreSQL and RabbitMQ.
+"""The services the tests use for real: PostgreSQL and RabbitMQ, and promtool.
 
 PORTEIRO_TEST_PG (default postgresql://postgres@127.0.0.1:5432/test) names an admin
 connection to PostgreSQL. Locally an unreachable service skips the tests that need it;
@@ -8,10 +8,12 @@ under CI=true it fails them.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -22,7 +24,7 @@ AMQP_HOST, AMQP_PORT = "127.0.0.1", 5672
 AMQP_URL = f"amqp://guest:guest@{AMQP_HOST}:{AMQP_PORT}/"
 
 
-def _unavailable(message: str) -> None:
+def _unavailable(message: str) -> NoReturn:
     if IN_CI:
         pytest.fail(message + " (CI=true: services are required, never skipped)")
     pytest.skip(message + " (start it with scripts/ensure-services.sh)")
@@ -42,6 +44,14 @@ def require_rabbitmq() -> None:
             return
     except OSError as exc:
         _unavailable(f"RabbitMQ at {AMQP_HOST}:{AMQP_PORT} is unreachable: {exc}")
+
+
+def require_promtool() -> str:
+    """The path of promtool (Debian package prometheus), which tests the alert rules."""
+    found = shutil.which("promtool")
+    if found is None:
+        _unavailable("promtool is not installed")
+    return found
 
 
 @contextmanager
