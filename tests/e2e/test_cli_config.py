@@ -201,9 +201,8 @@ def test_a_store_that_does_not_answer_exits_1(tmp_path: Path) -> None:
     cli = Cli(write_config(tmp_path, f"postgresql://postgres@127.0.0.1:{free_port()}/x"))
     done = cli.run("events", "list", expect=1)
     prose = [line for line in done.stderr.splitlines() if not line.startswith("{")]
-    assert prose == [
-        "porteiro: error: PostgreSQL unavailable: couldn't get a connection after 0.50 sec"
-    ]
+    (line,) = prose  # one line besides the JSON log lines, whatever the pool's wording
+    assert line.startswith("porteiro: error: PostgreSQL unavailable: ")
 
 
 def test_an_unknown_option_is_a_usage_error_exit_2(tmp_path: Path) -> None:
