@@ -1,6 +1,7 @@
 """LeaseStore contract, on SQLite and PostgreSQL (the `store` fixture): one holder per
 job, renewal by the holder only, takeover once a lease expired, release, the listing,
-and the due-outbox read the unattended-role check uses."""
+the due-outbox and due-events reads the unattended-role check uses, and forgetting
+expired worker presences."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from porteiro.store import open_store
 from porteiro.store.base import Store
 from porteiro.store.leases import lease_store
 from porteiro.store.outbox import OutboxRow, outbox_store
+from tests.support.inbound import inbound
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TTL = timedelta(seconds=10)
@@ -101,3 +103,33 @@ async def test_due_outbox_is_the_oldest_due_pending_row_per_destination(store: S
     await outbox.enqueue_outbox(row("bus", 4), T0 + TTL * 5)  # not due yet
     due = await lease_store(store).due_outbox_since(T0 + TTL * 2)
     assert due == {"erp": T0, "bus": T0}
+
+
+async def test_forget_deletes_the_expired_leases_of_a_prefix_only(store: Store) -> None:
+    leases = lease_store(store)
+    await leases.take_lease("worker:host:1:dead", "host:1:dead", T0, T0 + TTL)
+    await leases.take_lease("worker:host:2:live", "host:2:live", T0, T0 + TTL * 3)
+    await leases.take_lease("reconcile", "host:1:dead", T0, T0 + TTL)
+    assert await leases.forget_leases("worker:", T0 + TTL * 2) == 1
+    assert [lease.job for lease in await leases.job_leases()] == [
+        "reconcile",
+        "worker:host:2:live",
+    ]
+
+
+async def test_due_events_are_the_oldest_a_claim_would_take(store: Store) -> None:
+    leases = lease_store(store)
+    assert await leases.due_events_since(T0) is None
+    events = [ParsedEvent(f"gw_{n}", Kind.PAYMENT_PAID, "paid", f"pay_{n}") for n in range(3)]
+    await store.record_delivery(inbound("std", b"{}", received_at=T0), events)
+    assert await leases.due_events_since(T0 - TTL) is None  # not due yet
+    assert await leases.due_events_since(T0 + TTL) == T0
+    # Claimed: nothing waits while the claims' leases last; once they expired, they do.
+    assert len(await store.claim("w", 3, TTL, T0 + TTL)) == 3
+    assert await leases.due_events_since(T0 + TTL * 1.5) is None
+    assert await leases.due_events_since(T0 + TTL * 3) == T0 + TTL * 2
+    # Claimed again and put off: retrying, due when its retry is.
+    [claim, *_] = await store.claim("w", 3, TTL * 10, T0 + TTL * 3)
+    assert await store.retry_later(claim, "boom", T0 + TTL * 4, T0 + TTL * 3)
+    assert await leases.due_events_since(T0 + TTL * 3.5) is None
+    assert await leases.due_events_since(T0 + TTL * 5) == T0 + TTL * 4

@@ -26,12 +26,27 @@ RETURNING holder"""
 
 RELEASE: Final = "DELETE FROM job_leases WHERE job = %(job)s AND holder = %(holder)s"
 
+# The caller's prefix holds no LIKE wildcard ("worker:").
+FORGET: Final = """
+DELETE FROM job_leases WHERE job LIKE %(pattern)s AND lease_until < %(before)s"""
+
 LEASES: Final = "SELECT * FROM job_leases ORDER BY job"
 
 # Reads the outbox_due index (destination, status, next_attempt_at).
 DUE_OUTBOX: Final = """
 SELECT destination, MIN(next_attempt_at) AS due FROM outbox
 WHERE status = 'pending' AND next_attempt_at <= %(now)s GROUP BY destination"""
+
+# What a claim would take (store.claim): each MIN reads the first row of the claim's
+# own due or lease index.
+DUE_EVENTS: Final = """
+SELECT MIN(due) AS due FROM (
+    SELECT MIN(next_attempt_at) AS due FROM events
+    WHERE status IN ('pending', 'retrying') AND next_attempt_at <= %(now)s
+    UNION ALL
+    SELECT MIN(lease_until) AS due FROM events
+    WHERE status = 'processing' AND lease_until < %(now)s
+) AS waiting"""
 
 
 class LeaseVerbs:
@@ -44,6 +59,10 @@ class LeaseVerbs:
 
     async def release_lease(self, job: str, holder: str) -> None:
         await self._port.execute(RELEASE, {"job": job, "holder": holder})
+
+    async def forget_leases(self, prefix: str, before: datetime) -> int:
+        params = {"pattern": f"{prefix}%", "before": self._port.dialect.time(before)}
+        return await self._port.execute(FORGET, params)
 
     async def job_leases(self) -> Sequence[JobLease]:
         found = await self._port.fetch(LEASES, {})
@@ -61,3 +80,7 @@ class LeaseVerbs:
     async def due_outbox_since(self, now: datetime) -> Mapping[str, datetime]:
         found = await self._port.fetch(DUE_OUTBOX, {"now": self._port.dialect.time(now)})
         return {row["destination"]: rows.decode_time(row["due"]) for row in found}
+
+    async def due_events_since(self, now: datetime) -> datetime | None:
+        row = await self._port.fetch_one(DUE_EVENTS, {"now": self._port.dialect.time(now)})
+        return None if row is None or row["due"] is None else rows.decode_time(row["due"])

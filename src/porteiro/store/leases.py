@@ -1,5 +1,6 @@
 """Job leases: which process runs each singleton job (the reconciler's stale cycle, each
-destination's relay), beside the core Store protocol. A lease is a row with an expiry its
+destination's relay) and which workers run (a presence lease each, jobs/presence.py),
+beside the core Store protocol. A lease is a row with an expiry its
 holder renews while it runs the job; a holder that dies stops renewing, and once the
 lease expires another process takes the job (porteiro.jobs). Implemented once for both
 stores, over their connection port, by store/lease_verbs.py.
@@ -34,11 +35,19 @@ class LeaseStore(Protocol):
     async def release_lease(self, job: str, holder: str) -> None:
         """Give `job` up (only if `holder` still holds it), so another takes it at once."""
 
+    async def forget_leases(self, prefix: str, before: datetime) -> int:
+        """Delete the leases of jobs named `prefix`... that expired before `before` (the
+        workers' presences, whose names die with their process); how many."""
+
     async def job_leases(self) -> Sequence[JobLease]:
         """Every job's lease, live or expired, by job name."""
 
     async def due_outbox_since(self, now: datetime) -> Mapping[str, datetime]:
         """Per destination with pending rows due by `now`: since when the oldest is due."""
+
+    async def due_events_since(self, now: datetime) -> datetime | None:
+        """Since when the oldest event waiting for a worker is due (pending or retrying
+        and due by `now`, or claimed under a lease that expired), or None."""
 
 
 def lease_store(store: object) -> LeaseStore:
