@@ -226,15 +226,16 @@ def asgi_app() -> Starlette:
 
 def receiver_process_app() -> Starlette:
     """One of `porteiro serve --receivers N`'s processes (uvicorn factory): the config
-    from PORTEIRO_CONFIG / env like `asgi_app`, a worker when PORTEIRO_SERVE_WORKER=1; no
-    migration (the parent ran it once, before starting the receivers)."""
-    from porteiro.worker import Worker
+    from PORTEIRO_CONFIG / env like `asgi_app`, the roles `serve` chose from
+    PORTEIRO_SERVE_ROLES (jobs/roles.py); no migration (the parent ran it once, before
+    starting the receivers)."""
+    from porteiro.jobs.roles import Roles, background, until_cancelled
 
     env = dict(os.environ)
     atexit.register(multiprocess.process_exited)  # its live gauges leave the sums
     configure_logging(env.get("PORTEIRO_LOG_LEVEL", "INFO").upper())
     runtime = Runtime.build(load_config(None, env))
-    background = [Worker(runtime).run] if env.get("PORTEIRO_SERVE_WORKER") == "1" else []
-    app = create_app(runtime, background=background)
+    jobs = [until_cancelled(work) for work in background(runtime, Roles.from_env(env))]
+    app = create_app(runtime, background=jobs)
     tune_for_throughput()
     return app
