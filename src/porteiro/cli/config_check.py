@@ -88,7 +88,7 @@ def summary(config: Config, file: Path | None) -> Iterator[str]:
         f"worker: concurrency {worker.concurrency}, batch {worker.batch_size}, "
         f"lease {worker.lease_seconds:g} s, up to {retry.max_attempts} attempts"
     )
-    yield f"destinations: {len(config.destinations)} (relayed by serve, or by relay)"
+    yield f"destinations: {len(config.destinations)} (each relayed by one serve, worker or relay process)"
     for destination in config.destinations.values():
         target = (
             without_credentials(destination.url)
