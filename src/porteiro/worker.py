@@ -29,6 +29,8 @@ from datetime import datetime, timedelta
 from porteiro import ledger, storable
 from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
 from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
+from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS
+from porteiro.jobs.presence import Presence
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.providers.base import Provider
@@ -36,6 +38,7 @@ from porteiro.runtime import Runtime
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.stopping import until_stopped
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
+from porteiro.store.leases import lease_store
 from porteiro.store.outbox import OutboxRow
 
 _ERROR_TEXT_LIMIT = 1000
@@ -61,6 +64,8 @@ class Worker:
     `pause_in_apply` is another: the whole process blocks that long (as in a long GC
     pause) inside each batch's apply transaction, after its locks are taken.
     `handlers` defaults to the module named by `[handlers] module` (none if unset).
+    While it runs, its presence lease (jobs/presence.py, `presence_seconds` long) tells
+    the role watch that a worker runs.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class Worker:
         pause_in_apply: float = 0.0,
         rng: random.Random | None = None,
         handlers: Handlers | None = None,
+        presence_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.runtime = runtime
         module = runtime.config.handlers.module
@@ -83,10 +89,16 @@ class Worker:
         self.pause_in_apply = pause_in_apply
         self._rng = rng or random.Random()
         self._log = logger().bind(worker=self.id)
+        self._presence = Presence(
+            self.id, lease_store(runtime.store), runtime.clock, lease_seconds=presence_seconds
+        )
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Loop until `stop` is set (the current batch finishes first) or cancelled."""
-        stop = stop or asyncio.Event()
+        async with self._presence.kept():
+            await self._loop(stop or asyncio.Event())
+
+    async def _loop(self, stop: asyncio.Event) -> None:
         settings = self.runtime.config.worker
         self._log.info("worker.started", action="worker.started")
         ahead: asyncio.Future[Sequence[Claim]] | None = None

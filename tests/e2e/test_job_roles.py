@@ -2,7 +2,7 @@
 three `porteiro worker` processes. Each singleton job (the reconciler's stale cycle, the
 destination's relay) runs in exactly one worker; SIGKILL its holder and it moves to a
 survivor; every event still reaches the merchant exactly once. And a deployment that
-forgot the relays says so in /readyz's body while it stays ready."""
+forgot the relays, or the workers, says so in /readyz's body while it stays ready."""
 
 from __future__ import annotations
 
@@ -93,8 +93,12 @@ def actions(proc: Proc) -> list[dict[str, Any]]:
 
 
 def holders(pg_url: str) -> dict[str, int]:
-    """Each job's live lease holder, by pid (holder ids are host:pid:random)."""
-    found = query(pg_url, "SELECT job, holder FROM job_leases WHERE lease_until > now()")
+    """Each singleton job's live lease holder, by pid (holder ids are host:pid:random);
+    not the workers' presences."""
+    found = query(
+        pg_url,
+        "SELECT job, holder FROM job_leases WHERE lease_until > now() AND job NOT LIKE 'worker:%'",
+    )
     return {job: int(holder.split(":")[-2]) for job, holder in found}
 
 
@@ -204,3 +208,43 @@ def test_readyz_warns_of_an_unattended_relay_and_stays_ready(tmp_path: Path, pg_
             assert shop.seen == {}
         finally:
             proc.kill(signal.SIGTERM)
+
+
+def test_readyz_warns_while_events_wait_for_a_worker(tmp_path: Path, pg_url: str) -> None:
+    with merchant() as (shop, merchant_url):
+        config = configure(tmp_path, pg_url, merchant_url)
+        port = free_port()
+        receiver = porteiro(
+            config, "serve", "--no-worker", "--port", str(port), log=tmp_path / "serve.log"
+        )
+        worker: Proc | None = None
+        try:
+            wait_healthy(receiver, local_url(port))
+            assert set(post_all(port, [event_body("evt_alone")])) == {200}
+            assert query(pg_url, "SELECT status FROM events") == [("pending",)]
+            assert readyz(port) == {"status": "ready", "warnings": []}  # not waiting long yet
+            # The event has waited longer than a worker's restart could take.
+            execute(pg_url, "UPDATE events SET next_attempt_at = now() - interval '5 minutes'")
+            response = httpx.get(f"{local_url(port)}/readyz")
+            assert response.status_code == 200
+            body = response.json()
+            assert body["status"] == "ready"
+            [warning] = body["warnings"]
+            assert (warning["role"], warning["job"]) == ("worker", "worker")
+            assert "no worker runs" in warning["message"]
+            assert warning["due_since"] is not None
+
+            worker = porteiro(config, "worker", "--lease-seconds", LEASE, log=tmp_path / "w.log")
+            wait_until(
+                lambda: query(pg_url, "SELECT status FROM events") == [("done",)],
+                "the worker applied the waiting event",
+            )
+            wait_until(lambda: readyz(port)["warnings"] == [], "the warning gone")
+            wait_until(lambda: len(shop.seen) == 1, "the event forwarded")
+        finally:
+            for proc in [receiver, *([worker] if worker else [])]:
+                proc.kill(signal.SIGTERM)
+
+
+def readyz(port: int) -> Any:
+    return httpx.get(f"{local_url(port)}/readyz").json()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from porteiro.jobs.presence import presence_job
 from porteiro.jobs.roles import ROLES_ENV, Roles
 from porteiro.jobs.watch import UNATTENDED_AFTER, unattended
 from porteiro.store.leases import JobLease
@@ -41,6 +42,31 @@ def test_destinations_without_due_rows_need_nothing() -> None:
         "relay:erp"
     )
     assert unattended(NOW, [], ["shop"], {}, reconcile_due=False) == []
+
+
+def test_due_events_without_a_live_worker_are_unattended() -> None:
+    [found] = unattended(NOW, [], [], {}, reconcile_due=False, due_events=LONG_AGO)
+    assert (found.role, found.job, found.due_since) == ("worker", "worker", LONG_AGO)
+    assert "no worker runs" in found.message
+    # A dead worker's presence long expired, or another role's lease, is no worker.
+    others = [
+        lease(presence_job("host:9:dead"), LONG_AGO),
+        lease("reconcile", NOW + timedelta(seconds=5)),
+    ]
+    assert [f.role for f in unattended(NOW, others, [], {}, False, LONG_AGO)] == ["worker"]
+
+
+def test_any_live_worker_or_recent_events_is_no_warning() -> None:
+    one = [lease(presence_job("host:2:cd"), NOW + timedelta(seconds=5))]
+    assert unattended(NOW, one, [], {}, reconcile_due=False, due_events=LONG_AGO) == []
+    recent = NOW - UNATTENDED_AFTER / 2
+    assert unattended(NOW, [], [], {}, reconcile_due=False, due_events=recent) == []
+    assert unattended(NOW, [], [], {}, reconcile_due=False, due_events=None) == []
+
+
+def test_a_worker_that_just_stopped_is_a_restart_not_a_warning() -> None:
+    just = [lease(presence_job("host:3:ef"), NOW - UNATTENDED_AFTER / 2)]
+    assert unattended(NOW, just, [], {}, reconcile_due=False, due_events=LONG_AGO) == []
 
 
 def test_roles_travel_to_the_receiver_processes() -> None:

@@ -219,6 +219,7 @@ def worker(
                 runtime,
                 pause_after_claim=debug_pause_after_claim,
                 pause_in_apply=debug_pause_in_apply,
+                presence_seconds=lease_seconds,
             )
             work = background(runtime, roles, worker=events.run)
             await asyncio.gather(*(each(stop) for each in work))

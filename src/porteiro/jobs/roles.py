@@ -1,6 +1,7 @@
 """The roles a long-running process takes, and the background work they make.
 
-- worker: applies stored events (porteiro.worker); any number run side by side.
+- worker: applies stored events (porteiro.worker); any number run side by side, each
+  keeping a presence lease (`worker:<id>`, jobs/presence.py) alive while it runs.
 - relay: one singleton job per destination (`relay:NAME`), run by whichever process
   holds its lease. A singleton although the outbox claim (SKIP LOCKED, fenced by a claim
   token) is safe for many relays: a destination's `concurrency`, `rate_per_second` and
@@ -8,7 +9,7 @@
 - reconcile: the stale cycle, one singleton job (`reconcile`), unless
   `[reconcile] enabled = false`.
 - the role watch (jobs/watch.py): every process logs the roles that have work and run
-  nowhere.
+  nowhere (due events and no worker's presence among them).
 
 `serve` takes them all by default (also each of `--receivers N` processes), `worker`
 and `relay` their share; flags turn each off. Whatever runs where, each singleton job
@@ -72,7 +73,7 @@ def background(runtime: Runtime, roles: Roles, *, worker: Work | None = None) ->
     holder = new_holder_id()
     work: list[Work] = [RoleWatch(runtime.config, runtime.store, runtime.clock).run]
     if roles.worker:
-        work.append(worker or Worker(runtime).run)
+        work.append(worker or Worker(runtime, presence_seconds=roles.lease_seconds).run)
     if roles.relay:
         destinations = list(runtime.config.destinations.values())
         work += relay_jobs(

@@ -1,9 +1,9 @@
 """The unattended-role check: work waiting for a role that no process runs, e.g. due
-outbox rows of a destination whose relay lease nobody holds (every process was started
-with --no-relay, or only `serve --no-worker` runs), or stale payments due for a status
-read with no reconciler. /readyz shows the warnings in its body (a missing role does not
-make a receiver unready: it still acks) and every `serve`/`worker` process logs them
-periodically.
+events and no worker's presence lease live (only `serve --no-worker` runs), due outbox
+rows of a destination whose relay lease nobody holds (every process was started with
+--no-relay), or stale payments due for a status read with no reconciler. /readyz shows
+the warnings in its body (a missing role does not make a receiver unready: it still
+acks) and every `serve`/`worker` process logs them periodically.
 
 `unattended` decides from what was read (pure); `check_roles` reads it.
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 from porteiro.config import Config
 from porteiro.errors import StoreUnavailable
+from porteiro.jobs.presence import is_presence
 from porteiro.observability import logger
 from porteiro.store.leases import JobLease, lease_store
 from porteiro.store.reconcile import reconcile_store
@@ -39,7 +40,7 @@ def relay_job(destination: str) -> str:
 class Unattended:
     """A role with work that no process runs."""
 
-    role: str  # "relay" | "reconcile"
+    role: str  # "worker" | "relay" | "reconcile"
     job: str
     message: str
     due_since: datetime | None = None  # the oldest waiting work, when known
@@ -59,16 +60,34 @@ def unattended(
     destinations: Collection[str],
     due_outbox: Mapping[str, datetime],
     reconcile_due: bool,
+    due_events: datetime | None = None,
 ) -> list[Unattended]:
-    """The roles with work and no live lease holder. A lease that expired less than
-    UNATTENDED_AFTER ago is a handover in progress, not yet a warning."""
+    """The roles with work and no live lease holder (for the workers: no live presence
+    of any worker). A lease that expired less than UNATTENDED_AFTER ago is a handover in
+    progress (a worker restarting), not yet a warning."""
     by_job = {lease.job: lease for lease in leases}
+
+    def recent(lease: JobLease) -> bool:
+        return lease.lease_until > now - UNATTENDED_AFTER
 
     def unheld(job: str) -> bool:
         lease = by_job.get(job)
-        return lease is None or lease.lease_until <= now - UNATTENDED_AFTER
+        return lease is None or not recent(lease)
 
     found = []
+    if (
+        due_events is not None
+        and due_events <= now - UNATTENDED_AFTER
+        and not any(is_presence(lease.job) and recent(lease) for lease in leases)
+    ):
+        found.append(
+            Unattended(
+                "worker", "worker",
+                "events wait and no worker runs (start `porteiro worker`, or `porteiro "
+                "serve` without --no-worker)",
+                due_events,
+            )
+        )  # fmt: skip
     for name in sorted(destinations):
         due = due_outbox.get(name)
         if due is not None and due <= now - UNATTENDED_AFTER and unheld(relay_job(name)):
@@ -96,6 +115,8 @@ async def check_roles(config: Config, store: object, now: datetime) -> list[Unat
     lease is not live (so a healthy deployment costs one small read)."""
     leases = await lease_store(store).job_leases()
     live = {lease.job for lease in leases if lease.live(now)}
+    any_worker = any(is_presence(job) for job in live)
+    due_events = None if any_worker else await lease_store(store).due_events_since(now)
     destinations = [name for name in config.destinations if relay_job(name) not in live]
     due_outbox = await lease_store(store).due_outbox_since(now) if destinations else {}
     reconcile_due = (
@@ -103,7 +124,7 @@ async def check_roles(config: Config, store: object, now: datetime) -> list[Unat
         and RECONCILE_JOB not in live
         and await _stale_work(config, store, now)
     )
-    return unattended(now, leases, destinations, due_outbox, reconcile_due)
+    return unattended(now, leases, destinations, due_outbox, reconcile_due, due_events)
 
 
 async def _stale_work(config: Config, store: object, now: datetime) -> bool:
