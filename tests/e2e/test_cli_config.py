@@ -113,7 +113,7 @@ def test_check_prints_what_would_run_and_no_secret(tmp_path: Path) -> None:
         "sources: 1",
         "  std: standard, no gateway API",
         "worker: concurrency 4, batch 20, lease 30 s, up to 10 attempts",
-        "destinations: 2 (relayed by serve, or by relay)",
+        "destinations: 2 (each relayed by one serve, worker or relay process)",
         "  shop: http https://shop.example/hooks?token=*** (every kind but other)",
         "  bus: rabbitmq amqp://app:***@broker.example:5672/ exchange porteiro.events"
         " (every kind but other)",

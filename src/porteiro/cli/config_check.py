@@ -88,7 +88,8 @@ def summary(config: Config, file: Path | None) -> Iterator[str]:
         f"worker: concurrency {worker.concurrency}, batch {worker.batch_size}, "
         f"lease {worker.lease_seconds:g} s, up to {retry.max_attempts} attempts"
     )
-    yield f"destinations: {len(config.destinations)} (each relayed by one serve, worker or relay process)"
+    relayed = "each relayed by one serve, worker or relay process"
+    yield f"destinations: {len(config.destinations)} ({relayed})"
     for destination in config.destinations.values():
         target = (
             without_credentials(destination.url)
