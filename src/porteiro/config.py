@@ -154,10 +154,39 @@ class HandlersConfig:
     module: str | None = None
 
 
+# What an admin API token may do: `read` looks (lists, shows), `operate` also acts
+# (replay, DLQ replay, redrive, pause, resume); docs/api.md, Roles.
+ADMIN_ROLES = ("read", "operate")
+# The name `[admin] token` goes by in the audit log: it is an operate token.
+LEGACY_TOKEN_NAME = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class AdminToken:
+    """`[admin.tokens.NAME]`: a named bearer token with a role (one of ADMIN_ROLES). The
+    name, never the token, is what the audit log and the logs show."""
+
+    name: str
+    token: str
+    role: str = "read"
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """`[admin]` besides its `token` (Config.admin_token): named tokens, the separate
+    admin listener (`listen = "host:port"`: /api and /metrics only there, not on the
+    webhook port) and the token /metrics asks for when set."""
+
+    tokens: Mapping[str, AdminToken] = field(default_factory=dict)
+    listen: tuple[str, int] | None = None
+    metrics_token: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
     admin_token: str | None = None
+    admin: AdminConfig = field(default_factory=AdminConfig)
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     server: ServerConfig = field(default_factory=ServerConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
@@ -197,7 +226,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     _refuse_unknown_keys("", data, _TABLES)
     store, admin, quarantine = (_table(data, key) for key in ("store", "admin", "quarantine"))
     _refuse_unknown_keys("[store]", store, {"url"})
-    _refuse_unknown_keys("[admin]", admin, {"token"})
+    _refuse_unknown_keys("[admin]", admin, {"token", "tokens", "listen", "metrics_token"})
     _refuse_unknown_keys("[quarantine]", quarantine, {"limit"})
     store_url = env.get("PORTEIRO_STORE_URL") or _opt_str(store, "url") or DEFAULT_STORE_URL
     admin_token = env.get("PORTEIRO_ADMIN_TOKEN") or _opt_str(admin, "token")
@@ -205,6 +234,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     return Config(
         store_url=store_url,
         admin_token=admin_token or None,
+        admin=_admin(admin, legacy=admin_token or None),
         sources=sources,
         server=_server(_table(data, "server")),
         worker=_worker(_table(data, "worker")),
@@ -215,6 +245,47 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
         },
         handlers=_handlers(_table(data, "handlers")),
     )
+
+
+def _admin(table: Mapping[str, Any], *, legacy: str | None) -> AdminConfig:
+    """`[admin]`'s named tokens, listener and metrics token (`token` is read beside it,
+    `legacy`: it must not share a name or a value with a named one, or the audit log
+    could not say whose a request was)."""
+    tokens: dict[str, AdminToken] = {}
+    for name, entry in _table(table, "tokens").items():
+        where = f"[admin.tokens.{name}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a table")
+        _refuse_unknown_keys(where, entry, {"token", "role"})
+        token = _opt_str(entry, "token")
+        if not token:
+            raise ConfigError(f'{where} needs token = "..."')
+        role = entry.get("role", "read")
+        if role not in ADMIN_ROLES:
+            raise ConfigError(f"{where} role must be one of {', '.join(ADMIN_ROLES)}")
+        tokens[name] = AdminToken(name=name, token=token, role=role)
+    if legacy is not None and LEGACY_TOKEN_NAME in tokens:
+        raise ConfigError(
+            f"[admin.tokens.{LEGACY_TOKEN_NAME}]: the name is [admin] token's; choose another"
+        )
+    values = [entry.token for entry in tokens.values()] + ([legacy] if legacy else [])
+    if len(set(values)) != len(values):
+        raise ConfigError("[admin]: two admin tokens have the same value; give each its own")
+    listen = _opt_str(table, "listen")
+    return AdminConfig(
+        tokens=tokens,
+        listen=None if not listen else _host_port("[admin] listen", listen),
+        metrics_token=_opt_str(table, "metrics_token") or None,
+    )
+
+
+def _host_port(where: str, value: str) -> tuple[str, int]:
+    """`host:port` (an IPv6 host in brackets: `[::1]:9100`)."""
+    host, _, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or int(port) > 65_535:
+        raise ConfigError(f'{where} must be "host:port" (e.g. "127.0.0.1:9100"), not {value!r}')
+    return host, int(port)
 
 
 def _handlers(table: Mapping[str, Any]) -> HandlersConfig:

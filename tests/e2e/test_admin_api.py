@@ -415,7 +415,10 @@ async def test_openapi_describes_every_registered_route(
     assert document["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http",
         "scheme": "bearer",
-        "description": "The [admin] token of the configuration",
+        "description": (
+            "An admin token of the configuration: [admin] token (role operate, named admin)"
+            " or one of [admin.tokens.NAME] (role read or operate)"
+        ),
     }
     registered = [
         (_openapi_path(route.path), method.lower())

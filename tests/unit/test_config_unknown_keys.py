@@ -42,7 +42,8 @@ def parsed(raw: dict[str, Any]) -> Any:
         ({"severs": {}}, "[severs]"),
         ({"store_url": "sqlite:///x.db"}, "store_url"),
         ({"store": {"uri": "sqlite:///x.db"}}, "[store] uri"),
-        ({"admin": {"tokens": "t"}}, "[admin] tokens"),
+        ({"admin": {"tokn": "t"}}, "[admin] tokn"),
+        ({"admin": {"tokens": {"ops": {"token": "t", "rol": "read"}}}}, "[admin.tokens.ops] rol"),
         ({"server": {"prot": 8080}}, "[server] prot"),
         ({"worker": {"batchsize": 8}}, "[worker] batchsize"),
         ({"worker": {"retry": {"max_attempt": 3}}}, "[worker.retry] max_attempt"),
@@ -96,8 +97,8 @@ def test_a_close_key_is_suggested(raw: dict[str, Any], message: str) -> None:
 
 def test_with_nothing_close_the_known_keys_are_listed_instead() -> None:
     with pytest.raises(ConfigError) as caught:
-        parsed({"admin": {"zzz": 1}})
-    assert str(caught.value) == "[admin] zzz: unknown key (known: token)"
+        parsed({"quarantine": {"zzz": 1}})
+    assert str(caught.value) == "[quarantine] zzz: unknown key (known: limit)"
     assert "did you mean" not in str(caught.value)
 
 

@@ -1,7 +1,9 @@
 """The admin API under /api: events, DLQ, replay, payments, quarantine.
 
-Every route but the OpenAPI document needs `Authorization: Bearer <[admin] token>`.
-Without a configured token the API answers 503: it is never open by default.
+Every route but the OpenAPI document needs `Authorization: Bearer <token>` of one of
+the admin tokens, and an operate route (replay, DLQ replay) an `operate` one; each
+operate request is audited (porteiro.http.admin_auth). Without a configured token the
+API answers 503: it is never open by default.
 Replay goes through `porteiro.replay`, like the CLI: it makes events due again (the
 ledger makes a second apply of an already applied event a no-op); `{"reparse": true}`
 on /api/replay first re-parses the raw deliveries with the current adapter code, and
@@ -16,8 +18,7 @@ is a JSON 400 (or 404 for an id no row can have), never a store error surfacing 
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
 from typing import Any
@@ -30,8 +31,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from porteiro import replay
-from porteiro.errors import StoreUnavailable
 from porteiro.http import jsonview
+from porteiro.http.admin_auth import MAX_ADMIN_BODY as MAX_ADMIN_BODY
+from porteiro.http.admin_auth import Guard, Operated
 from porteiro.http.openapi import openapi_document
 from porteiro.http.params import (
     BadRequest,
@@ -44,15 +46,12 @@ from porteiro.http.params import (
     parse_limit,
     text,
 )
-from porteiro.http.receiver import BodyTooLarge, body_too_large, json_error, read_capped
+from porteiro.http.receiver import json_error, read_capped
 from porteiro.model import EventStatus, Kind
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 
-MAX_ADMIN_BODY = 1024 * 1024
 _FILTER_KEYS = ("source", "kind", "status", "object_id", "dedup_key", "since", "until")
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def _package_version() -> str:
@@ -78,53 +77,31 @@ async def http_error(request: Request, exc: Exception) -> Response:
 class AdminApi:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        token = runtime.config.admin_token
-        self._token = None if token is None else token.encode("utf-8")
-        self._retry_after = {"Retry-After": str(runtime.config.server.retry_after_seconds)}
         self._openapi = orjson.dumps(openapi_document(_package_version()))
 
-    def routes(self) -> list[Route]:
-        guard = self._guard
+    def routes(self, guard: Guard) -> list[Route]:
+        read, operate = guard.read, guard.operate
         return [
             Route("/api/openapi.json", self.openapi, methods=["GET"]),
-            Route("/api/events", guard(self.list_events), methods=["GET"]),
+            Route("/api/events", read(self.list_events), methods=["GET"]),
             # `{id}`, not `{id:int}`: Starlette's int convertor runs int() on any run of
             # digits while routing (5,000 digits: ValueError, a 500); parse_id bounds it.
-            Route("/api/events/{id}", guard(self.show_event), methods=["GET"]),
-            Route("/api/events/{id}/replay", guard(self.replay_event), methods=["POST"]),
-            Route("/api/dlq", guard(self.list_dlq), methods=["GET"]),
-            Route("/api/dlq/replay", guard(self.replay_dlq), methods=["POST"]),
-            Route("/api/replay", guard(self.replay), methods=["POST"]),
+            Route("/api/events/{id}", read(self.show_event), methods=["GET"]),
+            Route(
+                "/api/events/{id}/replay",
+                operate("event.replay", self.replay_event),
+                methods=["POST"],
+            ),
+            Route("/api/dlq", read(self.list_dlq), methods=["GET"]),
+            Route("/api/dlq/replay", operate("dlq.replay", self.replay_dlq), methods=["POST"]),
+            Route("/api/replay", operate("replay", self.replay), methods=["POST"]),
             Route(
                 "/api/payments/{source}/{object_id:path}",
-                guard(self.show_payment),
+                read(self.show_payment),
                 methods=["GET"],
             ),
-            Route("/api/quarantine", guard(self.list_quarantine), methods=["GET"]),
+            Route("/api/quarantine", read(self.list_quarantine), methods=["GET"]),
         ]
-
-    def _guard(self, handler: Endpoint) -> Endpoint:
-        async def endpoint(request: Request) -> Response:
-            if self._token is None:
-                return json_error(503, "admin API disabled: set [admin] token")
-            scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode("utf-8"), self._token
-            ):
-                return json_error(
-                    401, "missing or invalid admin token", {"WWW-Authenticate": "Bearer"}
-                )
-            try:
-                return await handler(request)
-            except BodyTooLarge:
-                return body_too_large(MAX_ADMIN_BODY)
-            except BadRequest as exc:
-                return json_error(400, str(exc))
-            except StoreUnavailable:
-                return json_error(503, "store unavailable", self._retry_after)
-
-        endpoint.__name__ = handler.__name__
-        return endpoint
 
     async def openapi(self, request: Request) -> Response:
         return Response(self._openapi, media_type="application/json")
@@ -157,17 +134,19 @@ class AdminApi:
         deliveries = await store.event_deliveries(event_id)
         return json_response(jsonview.event_detail_to_json(event, deliveries))
 
-    async def replay_event(self, request: Request) -> Response:
+    async def replay_event(self, request: Request) -> Operated:
         event_id = parse_id(request.path_params["id"])
+        given = {"id": request.path_params["id"]}
         if (
             event_id is None
             or await self._runtime.store.requeue([event_id], self._runtime.clock()) == 0
         ):
-            return json_error(404, "unknown event")
-        return json_response({"requeued": 1})
+            return Operated(json_error(404, "unknown event"), 0, given)
+        return Operated(json_response({"requeued": 1}), 1, given)
 
-    async def replay_dlq(self, request: Request) -> Response:
+    async def replay_dlq(self, request: Request) -> Operated:
         body = await read_json_object(request)
+        given = dict(body)  # what was asked, before the flags are taken out
         every = parse_flag(body.pop("all", False), "all")
         ids, filter = replay_selection(body, ("source", "kind", "since", "until"))
         selected = ids is not None or filter != EventFilter()
@@ -178,17 +157,18 @@ class AdminApi:
             raise BadRequest('give ids or a filter (source, kind, since, until), or {"all": true}')
         dead = replace(filter, status=EventStatus.DEAD)
         report = await replay.redrive(self._runtime, dead, ids=ids)
-        return _report(report)
+        return _report(report, given)
 
-    async def replay(self, request: Request) -> Response:
+    async def replay(self, request: Request) -> Operated:
         body = await read_json_object(request)
+        given = dict(body)
         reparse, dry_run = _flag(body, "reparse"), _flag(body, "dry_run")
         ids, filter = replay_selection(body, _FILTER_KEYS)
         if ids is None and filter == EventFilter():
             raise BadRequest("give ids or at least one filter (source, kind, status, ...)")
         action = replay.reparse if reparse else replay.requeue
         target: replay.Target = filter if ids is None else ids
-        return _report(await action(self._runtime, target, dry_run=dry_run))
+        return _report(await action(self._runtime, target, dry_run=dry_run), given)
 
     async def show_payment(self, request: Request) -> Response:
         store = self._runtime.store
@@ -206,8 +186,11 @@ class AdminApi:
         return json_response({"items": [jsonview.quarantine_to_json(item) for item in refused]})
 
 
-def _report(report: replay.ReplayReport) -> Response:
-    return json_response({"requeued": len(report.event_ids), **replay.report_to_json(report)})
+def _report(report: replay.ReplayReport, given: dict[str, Any]) -> Operated:
+    """The answer of a replay, and its audit: the events it requeued (or, dry run, would)."""
+    requeued = len(report.event_ids)
+    answer = json_response({"requeued": requeued, **replay.report_to_json(report)})
+    return Operated(answer, requeued, given)
 
 
 def _flag(body: dict[str, Any], key: str) -> bool:

@@ -1,4 +1,5 @@
-"""Admin API for merchant delivery (behind the admin token of porteiro.http.admin).
+"""Admin API for merchant delivery (behind the admin tokens of porteiro.http.admin_auth;
+pause, resume and redrive need an `operate` one and are audited).
 
 GET  /api/destinations                       each destination: state and backlog
 POST /api/destinations/{name}/pause          stop sending; events accumulate
@@ -16,8 +17,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from porteiro.config import DestinationConfig
-from porteiro.http.admin import AdminApi, json_response
+from porteiro.http.admin import json_response
 from porteiro.http.admin import read_json_object as read_body
+from porteiro.http.admin_auth import Guard, Operated
 from porteiro.http.params import BadRequest, parse_enum, parse_ids, parse_limit
 from porteiro.http.receiver import json_error
 from porteiro.runtime import Runtime
@@ -25,35 +27,46 @@ from porteiro.sinks import operations
 from porteiro.store.outbox import OutboxStatus, outbox_store
 
 Handler = Callable[[Request, DestinationConfig], Awaitable[Response]]
+OperateHandler = Callable[[Request, DestinationConfig], Awaitable[Operated]]
 
 
-def destination_routes(runtime: Runtime) -> list[Route]:
-    guard = AdminApi(runtime)._guard  # the admin token check, shared with /api
+def destination_routes(runtime: Runtime, guard: Guard) -> list[Route]:
     destinations = runtime.config.destinations
+    unknown = "no such destination in the configuration"
 
     def named(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             destination = destinations.get(request.path_params["name"])
             if destination is None:
-                return json_error(404, "no such destination in the configuration")
+                return json_error(404, unknown)
             return await handler(request, destination)
 
         endpoint.__name__ = handler.__name__
-        return guard(endpoint)
+        return guard.read(endpoint)
+
+    def operate(action: str, handler: OperateHandler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Operated:
+            destination = destinations.get(request.path_params["name"])
+            if destination is None:
+                return Operated(json_error(404, unknown), 0, dict(request.path_params))
+            return await handler(request, destination)
+
+        endpoint.__name__ = handler.__name__
+        return guard.operate(action, endpoint)
 
     async def list_destinations(request: Request) -> Response:
         views = await operations.overview(outbox_store(runtime.store), destinations)
         return json_response({"items": [operations.view_to_json(view) for view in views]})
 
-    async def pause(request: Request, destination: DestinationConfig) -> Response:
+    async def pause(request: Request, destination: DestinationConfig) -> Operated:
         store = outbox_store(runtime.store)
         await operations.pause(store, destination.name, runtime.clock())
-        return await _view(runtime, destination)
+        return Operated(await _view(runtime, destination), 1, {"name": destination.name})
 
-    async def resume(request: Request, destination: DestinationConfig) -> Response:
+    async def resume(request: Request, destination: DestinationConfig) -> Operated:
         store = outbox_store(runtime.store)
         await operations.resume(store, destination.name, runtime.clock())
-        return await _view(runtime, destination)
+        return Operated(await _view(runtime, destination), 1, {"name": destination.name})
 
     async def list_outbox(request: Request, destination: DestinationConfig) -> Response:
         params = request.query_params
@@ -69,7 +82,7 @@ def destination_routes(runtime: Runtime) -> list[Route]:
         items = [operations.row_to_json(row) for row in page.items]
         return json_response({"items": items, "next": page.next})
 
-    async def redrive(request: Request, destination: DestinationConfig) -> Response:
+    async def redrive(request: Request, destination: DestinationConfig) -> Operated:
         body = await read_body(request)
         unknown = sorted(set(body) - {"ids"})
         if unknown:
@@ -77,15 +90,16 @@ def destination_routes(runtime: Runtime) -> list[Route]:
         ids = None if body.get("ids") is None else parse_ids(body["ids"])
         store = outbox_store(runtime.store)
         moved = await operations.redrive(store, destination.name, runtime.clock(), ids=ids)
-        return json_response({"redriven": moved})
+        given = {"name": destination.name, "ids": ids}
+        return Operated(json_response({"redriven": moved}), moved, given)
 
     base = "/api/destinations/{name}"
     return [
-        Route("/api/destinations", guard(list_destinations), methods=["GET"]),
-        Route(f"{base}/pause", named(pause), methods=["POST"]),
-        Route(f"{base}/resume", named(resume), methods=["POST"]),
+        Route("/api/destinations", guard.read(list_destinations), methods=["GET"]),
+        Route(f"{base}/pause", operate("destination.pause", pause), methods=["POST"]),
+        Route(f"{base}/resume", operate("destination.resume", resume), methods=["POST"]),
         Route(f"{base}/outbox", named(list_outbox), methods=["GET"]),
-        Route(f"{base}/redrive", named(redrive), methods=["POST"]),
+        Route(f"{base}/redrive", operate("destination.redrive", redrive), methods=["POST"]),
     ]
 
 

@@ -1,4 +1,5 @@
-"""Admin API for reconciliation reports (behind the admin token of porteiro.http.admin).
+"""Admin API for reconciliation reports (read routes: any admin token of
+porteiro.http.admin_auth).
 
 GET /api/reconciliation/reports?source=&limit=   newest first, summaries only
 GET /api/reconciliation/reports/{id}              one report with its findings
@@ -12,15 +13,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.http.admin import AdminApi, json_response
+from porteiro.http.admin import json_response
+from porteiro.http.admin_auth import Guard
 from porteiro.http.params import optional_text, parse_id, parse_limit
 from porteiro.http.receiver import json_error
 from porteiro.runtime import Runtime
 from porteiro.store.reconcile import StoredReport, reconcile_store
 
 
-def reconcile_routes(runtime: Runtime) -> list[Route]:
-    guard = AdminApi(runtime)._guard  # the admin token check, shared with /api
+def reconcile_routes(runtime: Runtime, guard: Guard) -> list[Route]:
 
     async def list_reports(request: Request) -> Response:
         params = request.query_params
@@ -39,9 +40,9 @@ def reconcile_routes(runtime: Runtime) -> list[Route]:
         return json_response(_report(report, full=True))
 
     return [
-        Route("/api/reconciliation/reports", guard(list_reports), methods=["GET"]),
+        Route("/api/reconciliation/reports", guard.read(list_reports), methods=["GET"]),
         # `{id}`, not `{id:int}`: the int convertor's int() of 5,000 digits is a 500.
-        Route("/api/reconciliation/reports/{id}", guard(show_report), methods=["GET"]),
+        Route("/api/reconciliation/reports/{id}", guard.read(show_report), methods=["GET"]),
     ]
 
 

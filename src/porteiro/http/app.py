@@ -26,6 +26,8 @@ from starlette.types import Receive, Scope, Send
 from porteiro.config import load_config
 from porteiro.errors import StoreUnavailable
 from porteiro.http.admin import AdminApi, http_error
+from porteiro.http.admin_audit import audit_routes
+from porteiro.http.admin_auth import Guard, metrics_guard
 from porteiro.http.admin_destinations import destination_routes
 from porteiro.http.admin_reconcile import reconcile_routes
 from porteiro.http.gctune import tune_for_throughput
@@ -105,6 +107,7 @@ def create_app(
     and closes the runtime."""
     receiver = Receiver(runtime)
     probes = Probes(runtime)
+    guard = Guard(runtime)
     pix_sources = frozenset(
         name for name, source in runtime.config.sources.items() if source.provider == "pix"
     )
@@ -122,10 +125,11 @@ def create_app(
         Route("/webhooks/{source}/cobr", automatico, methods=["POST"]),
         Route("/healthz", probes.healthz, methods=["GET"]),
         Route("/readyz", probes.readyz, methods=["GET"]),
-        Route("/metrics", probes.metrics, methods=["GET"]),
-        *AdminApi(runtime).routes(),
-        *destination_routes(runtime),
-        *reconcile_routes(runtime),
+        Route("/metrics", metrics_guard(runtime.config, probes.metrics), methods=["GET"]),
+        *AdminApi(runtime).routes(guard),
+        *destination_routes(runtime, guard),
+        *reconcile_routes(runtime, guard),
+        *audit_routes(runtime, guard),
     ]
 
     @contextlib.asynccontextmanager

@@ -39,6 +39,7 @@ from porteiro.model import (
     StoredEvent,
 )
 from porteiro.store import rows
+from porteiro.store.audit_verbs import AuditVerbs
 from porteiro.store.base import (
     Application,
     Applied,
@@ -83,6 +84,7 @@ class PostgresStore(
     OutboxVerbs,
     OutboxPostgresMixin,
     LeaseVerbs,
+    AuditVerbs,
 ):
     def __init__(
         self,

@@ -32,6 +32,7 @@ from porteiro.model import (
     ParsedEvent,
 )
 from porteiro.store import rows
+from porteiro.store.audit_verbs import AuditVerbs
 from porteiro.store.base import (
     Application,
     Applied,
@@ -86,6 +87,7 @@ class SqliteStore(
     OutboxVerbs,
     OutboxSqliteMixin,
     LeaseVerbs,
+    AuditVerbs,
 ):
     def __init__(
         self,
