@@ -33,6 +33,19 @@ async def record(store: object, entry: AuditEntry, now: datetime) -> int:
     return audit_id
 
 
+async def record_cli(
+    store: object, action: str, parameters: dict[str, Any], affected: int, now: datetime
+) -> int:
+    """Record an action of the CLI's (token name `cli`), with the options it was given
+    (those left unset dropped; times as ISO-8601)."""
+    given = {
+        key: value.isoformat() if isinstance(value, datetime) else value
+        for key, value in parameters.items()
+        if value not in (None, (), [])
+    }
+    return await record(store, AuditEntry(CLI_TOKEN_NAME, action, given, affected), now)
+
+
 def record_to_json(record: AuditRecord) -> dict[str, Any]:
     entry = record.entry
     return {

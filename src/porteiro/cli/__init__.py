@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import click
 
+from porteiro.cli.audit import audit
 from porteiro.cli.charge import charge
 from porteiro.cli.config_check import config_group
 from porteiro.cli.db import db
@@ -53,6 +54,7 @@ for command in (
     charge,
     destinations,
     relay,
+    audit,
 ):
     cli.add_command(command)
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 import click
 from rich.table import Table
 
+from porteiro import audit
 from porteiro.cli import _common as common
 from porteiro.config import Config
 from porteiro.runtime import check_schema_at_start, utc_now
@@ -44,6 +45,23 @@ async def _outbox(
 
 def _run(config: Config, work: Callable[[OutboxStore], Awaitable[T]]) -> T:
     return common.run_within(_outbox(config), work)
+
+
+def _audited(
+    config: Config,
+    action: str,
+    given: dict[str, object],
+    work: Callable[[OutboxStore], Awaitable[T]],
+    affected: Callable[[T], int] = lambda _: 1,
+) -> T:
+    """`work`, then its audit row (token name `cli`): `affected` rows from its result."""
+
+    async def run(store: OutboxStore) -> T:
+        result = await work(store)
+        await audit.record_cli(store, action, dict(given), affected(result), utc_now())
+        return result
+
+    return _run(config, run)
 
 
 def _config_for_destination(ctx: click.Context, name: str) -> Config:
@@ -90,7 +108,8 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 def pause(ctx: click.Context, name: str) -> None:
     """Stop sending to NAME; its events accumulate in the outbox."""
     config = _config_for_destination(ctx, name)
-    _run(config, lambda store: operations.pause(store, name, utc_now()))
+    pause_it = lambda store: operations.pause(store, name, utc_now())  # noqa: E731
+    _audited(config, "destination.pause", {"name": name}, pause_it)
     click.echo(f"{name}: paused (events accumulate; `porteiro destinations resume {name}`)")
 
 
@@ -100,7 +119,8 @@ def pause(ctx: click.Context, name: str) -> None:
 def resume(ctx: click.Context, name: str) -> None:
     """Send to NAME again (also re-enables it after a 410 and closes its circuit)."""
     config = _config_for_destination(ctx, name)
-    _run(config, lambda store: operations.resume(store, name, utc_now()))
+    resume_it = lambda store: operations.resume(store, name, utc_now())  # noqa: E731
+    _audited(config, "destination.resume", {"name": name}, resume_it)
     click.echo(f"{name}: active")
 
 
@@ -139,11 +159,14 @@ def redrive(ctx: click.Context, name: str, ids: Sequence[int]) -> None:
     """Make NAME's dead rows pending again (they then block nothing behind them)."""
     config = _config_for_destination(ctx, name)
     with common.progress("redrive") as progress:
-        moved = _run(
+        moved = _audited(
             config,
+            "destination.redrive",
+            {"name": name, "ids": list(ids) or None},
             lambda store: operations.redrive(
                 store, name, utc_now(), ids=list(ids) or None, progress=progress
             ),
+            affected=lambda moved: moved,
         )
     click.echo(f"{name}: {moved} dead row(s) pending again")
 

@@ -10,7 +10,7 @@ import click
 import orjson
 from rich.table import Table
 
-from porteiro import replay
+from porteiro import audit, replay
 from porteiro.cli import _common as common
 from porteiro.http import jsonview
 from porteiro.model import EventStatus, Kind, StoredEvent
@@ -196,7 +196,12 @@ def dlq_replay(
 
     async def work(runtime: Runtime) -> replay.ReplayReport:
         with common.progress("dlq replay") as progress:
-            return await replay.redrive(runtime, filter, ids=ids or None, progress=progress)
+            report = await replay.redrive(runtime, filter, ids=ids or None, progress=progress)
+        given = {"ids": list(ids), "source": source, "kind": kind, "since": since,
+                 "until": until, "all": every or None}  # fmt: skip
+        affected = len(report.event_ids)
+        await audit.record_cli(runtime.store, "dlq.replay", given, affected, runtime.clock())
+        return report
 
     report = common.run(common.config(ctx), work)
     _echo_report(report, dry_run=False)
@@ -240,7 +245,13 @@ def replay_command(
 
     async def work(runtime: Runtime) -> replay.ReplayReport:
         with common.progress("replay") as progress:
-            return await action(runtime, target, dry_run=dry_run, progress=progress)
+            report = await action(runtime, target, dry_run=dry_run, progress=progress)
+        given = {"ids": list(ids), "source": source, "kind": kind, "status": status,
+                 "since": since, "until": until, "reparse": reparse,
+                 "dry_run": dry_run}  # fmt: skip
+        affected = len(report.event_ids)
+        await audit.record_cli(runtime.store, "replay", given, affected, runtime.clock())
+        return report
 
     report = common.run(common.config(ctx), work)
     if dry_run and as_json:
