@@ -114,6 +114,8 @@ def serve(
         lease_seconds=lease_seconds,
     )
     if processes > 1:
+        if config.admin.listen is not None:  # one process can bind it: admin_listener
+            raise click.UsageError("[admin] listen needs one receiver process (receivers = 1)")
         _serve_many(ctx, config, options, processes, scheme, roles)
         return
 
@@ -132,7 +134,14 @@ def serve(
                 _log_listening(f"{scheme}://{bound[0]}:{bound[1]}")
 
     tune_for_throughput()
-    _Server(server_config).run()
+    if config.admin.listen is None:
+        _Server(server_config).run()
+        return
+    from porteiro.http.admin_listener import admin_server, run_both
+    from porteiro.http.app import admin_app
+
+    host, admin_port = config.admin.listen
+    run_both(_Server(server_config), admin_server(admin_app(runtime), host, admin_port, options))
 
 
 def _with_limits(server_config: Any, config: Config) -> Any:

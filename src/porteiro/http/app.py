@@ -107,7 +107,6 @@ def create_app(
     and closes the runtime."""
     receiver = Receiver(runtime)
     probes = Probes(runtime)
-    guard = Guard(runtime)
     pix_sources = frozenset(
         name for name, source in runtime.config.sources.items() if source.provider == "pix"
     )
@@ -117,20 +116,21 @@ def create_app(
             return json_error(404, "not found")
         return await receiver.handle(request)
 
-    routes = [
+    webhooks = [
         Route("/webhooks/{source}", receiver.handle, methods=["POST"]),
         Route("/webhooks/{source}/pix", receiver.handle, methods=["POST"]),
         # Pix Automático (BCB): {webhookUrl}/rec and {webhookUrl}/cobr, Pix sources only.
         Route("/webhooks/{source}/rec", automatico, methods=["POST"]),
         Route("/webhooks/{source}/cobr", automatico, methods=["POST"]),
+    ]
+    probe_routes = [
         Route("/healthz", probes.healthz, methods=["GET"]),
         Route("/readyz", probes.readyz, methods=["GET"]),
-        Route("/metrics", metrics_guard(runtime.config, probes.metrics), methods=["GET"]),
-        *AdminApi(runtime).routes(guard),
-        *destination_routes(runtime, guard),
-        *reconcile_routes(runtime, guard),
-        *audit_routes(runtime, guard),
     ]
+    # With [admin] listen, these are served by admin_app only: the webhook port answers
+    # 404, so the operators' door is not the one the internet knocks on.
+    admin = [] if runtime.config.admin.listen is not None else admin_routes(runtime, probes)
+    routes = [*webhooks, *probe_routes, *admin]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -151,6 +151,33 @@ def create_app(
     return PorteiroApp(
         receiver, pix_sources, routes=routes, lifespan=lifespan, exception_handlers=errors
     )
+
+
+def admin_routes(runtime: Runtime, probes: Probes) -> list[Route]:
+    """/metrics and every /api route."""
+    guard = Guard(runtime)
+    return [
+        Route("/metrics", metrics_guard(runtime.config, probes.metrics), methods=["GET"]),
+        *AdminApi(runtime).routes(guard),
+        *destination_routes(runtime, guard),
+        *reconcile_routes(runtime, guard),
+        *audit_routes(runtime, guard),
+    ]
+
+
+def admin_app(runtime: Runtime) -> Starlette:
+    """The `[admin] listen` listener's app: /metrics, /api and the probes, no webhooks.
+    No lifespan: it runs beside create_app's app, on the same runtime and event loop,
+    whose lifespan opens and closes the runtime (porteiro.cli.serve)."""
+    probes = Probes(runtime)
+    routes = [
+        Route("/healthz", probes.healthz, methods=["GET"]),
+        Route("/readyz", probes.readyz, methods=["GET"]),
+        *admin_routes(runtime, probes),
+    ]
+    application = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    application.router.redirect_slashes = False  # as PorteiroApp: no open redirect
+    return application
 
 
 class PorteiroApp(Starlette):
