@@ -109,7 +109,7 @@ def test_check_prints_what_would_run_and_no_secret(tmp_path: Path) -> None:
     assert out.splitlines() == [
         f"file: {config}",
         f"store: postgresql://porteiro:***@127.0.0.1:{store_url.rsplit(':', 1)[1]} (PostgreSQL)",
-        "server: http://127.0.0.1:8000, 1 receiver(s), admin API on (token set)",
+        "server: http://127.0.0.1:8000, 1 receiver(s), admin API on (tokens: admin)",
         "sources: 1",
         "  std: standard, no gateway API",
         "worker: concurrency 4, batch 20, lease 30 s, up to 10 attempts",

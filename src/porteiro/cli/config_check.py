@@ -78,7 +78,7 @@ def summary(config: Config, file: Path | None) -> Iterator[str]:
     scheme = "https" if server.tls_cert_file else "http"
     yield (
         f"server: {scheme}://{server.host}:{server.port}, {server.receivers} receiver(s), "
-        f"admin API {'on (token set)' if config.admin_token else 'off (no [admin] token)'}"
+        f"admin API {_admin(config)}"
     )
     yield f"sources: {len(config.sources)}"
     for source in config.sources.values():
@@ -134,3 +134,17 @@ def _shown_parameter(parameter: str) -> str:
     key, equals, _ = parameter.partition("=")
     secret = equals and any(word in key.lower() for word in _SECRET_WORDS)
     return f"{key}=***" if secret else parameter
+
+
+def _admin(config: Config) -> str:
+    """Whether the admin API answers, with which token names and where (no token shown)."""
+    names = sorted(config.admin.tokens)
+    if config.admin_token:
+        names.insert(0, "admin")
+    if not names:
+        return "off (no [admin] token)"
+    where = ""
+    if config.admin.listen is not None:
+        host, port = config.admin.listen
+        where = f" on {host}:{port} only"
+    return f"on{where} (tokens: {', '.join(names)})"
