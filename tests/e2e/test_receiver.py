@@ -260,7 +260,7 @@ async def test_real_server_accepts_and_caps_streamed_bodies(
         chunked = await http.post(f"/webhooks/{SOURCE}", content=_chunks(MAX_BODY + 20_000))
         assert chunked.status_code == 413
         assert "chunked" in chunked.request.headers.get("transfer-encoding", "")
-        assert (await http.get("/readyz")).json() == {"status": "ready"}
+        assert (await http.get("/readyz")).json() == {"status": "ready", "warnings": []}
     [event] = (await runtime.store.list_events(EventFilter(source=SOURCE), None, 10)).items
     [delivery] = await runtime.store.event_deliveries(event.id)
     assert delivery.body == body
@@ -342,7 +342,7 @@ async def test_postgres_unreachable_gives_fast_503_and_unready() -> None:
 async def test_probes_and_metrics(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
-    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready", "warnings": []})
     assert (await post_signed(client, event_body("evt_m"), "msg_m")).status_code == 200
     metrics = await client.get("/metrics")
     assert metrics.status_code == 200
@@ -482,7 +482,7 @@ secrets = ["${{SHOP_SECRET}}"]
             f"{base}/webhooks/{SOURCE}", content=body, headers=standard_headers(body, "m_f")
         )
         assert response.status_code == 200
-        assert httpx.get(f"{base}/readyz").json() == {"status": "ready"}
+        assert httpx.get(f"{base}/readyz").json() == {"status": "ready", "warnings": []}
         # No [admin] token configured: the admin API stays closed.
         assert httpx.get(f"{base}/api/events").status_code == 503
     finally:
