@@ -77,3 +77,25 @@ def test_systemd_verifies_the_units(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+LONG_RUNNING = [path for path in UNITS if unit(path)["Service"].get("Type") != "oneshot"]
+TMPFILES = UNITS[0].parent / "porteiro.tmpfiles.conf"
+
+
+@pytest.mark.parametrize("path", LONG_RUNNING, ids=[path.name for path in LONG_RUNNING])
+def test_every_process_shares_the_machines_metrics_directory(path: Path) -> None:
+    """One PROMETHEUS_MULTIPROC_DIR per machine, writable under ProtectSystem=strict, and
+    created (empty) at boot by the tmpfiles entry shipped beside the units."""
+    service = unit(path)["Service"]
+    environment = dict(
+        item.split("=", 1) for line in service["Environment"].splitlines()
+        for item in shlex.split(line)
+    )  # fmt: skip
+    directory = environment["PROMETHEUS_MULTIPROC_DIR"]
+    assert directory in service["ReadWritePaths"].split()
+    entries = [
+        line.split() for line in TMPFILES.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]  # fmt: skip
+    assert [entry[:2] for entry in entries] == [["d", directory]]
