@@ -79,13 +79,14 @@ def event(
     amount: int | None = 1000,
     thin: bool = False,
     data: Mapping[str, Any] | None = None,
+    reference: str | None = "order-42",
 ) -> ParsedEvent:
     return ParsedEvent(
         dedup_key=key,
         kind=kind,
         type=f"gw.{kind.value}",
         object_id=object_id,
-        reference="order-42",
+        reference=reference,
         amount=amount,
         currency="BRL",
         occurred_at=T0 - timedelta(seconds=5),
@@ -615,8 +616,12 @@ async def _seed_for_listing(store: Store) -> list[int]:
     ids: list[int] = []
     batches = [
         ("stripe", T0, [event("s1"), event("s2", kind=Kind.PAYMENT_FAILED, object_id="pi_2")]),
-        ("mp", T0 + timedelta(minutes=1), [event("m1", object_id="pi_1")]),
-        ("stripe", T0 + timedelta(minutes=2), [event("s3", kind=Kind.OTHER), event("s4")]),
+        ("mp", T0 + timedelta(minutes=1), [event("m1", object_id="pi_1", reference="order-7")]),
+        (
+            "stripe",
+            T0 + timedelta(minutes=2),
+            [event("s3", kind=Kind.OTHER, reference=None), event("s4")],
+        ),
     ]
     for source, at, events in batches:
         result = await store.record_delivery(request(source=source, at=at), events)
@@ -639,6 +644,10 @@ async def test_list_events_filters(store: Store) -> None:
     assert await _all(store, EventFilter(object_id="pi_1")) == ["s4", "s3", "m1", "s1"]
     assert await _all(store, EventFilter(source="stripe", object_id="pi_1")) == ["s4", "s3", "s1"]
     assert await _all(store, EventFilter(dedup_key="s2")) == ["s2"]
+    assert await _all(store, EventFilter(reference="order-42")) == ["s4", "s2", "s1"]
+    assert await _all(store, EventFilter(source="mp", reference="order-7")) == ["m1"]
+    assert await _all(store, EventFilter(source="stripe", reference="order-7")) == []
+    assert await _all(store, EventFilter(reference="order")) == []  # exact, not a prefix
     assert await _all(store, EventFilter(since=T0 + timedelta(minutes=1))) == ["s4", "s3", "m1"]
     assert await _all(store, EventFilter(until=T0 + timedelta(minutes=1))) == ["s2", "s1"]
     window = EventFilter(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=2))
@@ -679,6 +688,9 @@ async def test_event_delivery_ids_by_filter(store: Store) -> None:
         linked = [d.id for d in await store.event_deliveries(item.id)]
         assert set(linked) <= set(stripe_deliveries)
     assert list(await store.event_delivery_ids(EventFilter(source="nobody"))) == []
+    [mp] = (await store.list_events(EventFilter(source="mp"), None, 10)).items
+    by_reference = await store.event_delivery_ids(EventFilter(reference="order-7"))
+    assert list(by_reference) == [d.id for d in await store.event_deliveries(mp.id)]
 
 
 async def test_status_counts_cover_every_status(store: Store) -> None:

@@ -85,6 +85,7 @@ class EventFilter:
     kind: Kind | None = None
     object_id: str | None = None
     dedup_key: str | None = None
+    reference: str | None = None  # the merchant's own reference, exact
     since: datetime | None = None  # received_at >= since
     until: datetime | None = None  # received_at < until
 

@@ -85,6 +85,7 @@ def event_conditions(d: Dialect, filter: EventFilter) -> tuple[str, Params]:
         ("kind", filter.kind),
         ("object_id", filter.object_id),
         ("dedup_key", filter.dedup_key),
+        ("reference", filter.reference),
     ):
         if value is not None:
             clauses.append(f"events.{column} = %({column})s")
