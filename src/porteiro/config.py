@@ -212,6 +212,21 @@ def load_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
     return parse_config({} if file is None else _read_toml(file), env)
 
 
+NO_CONFIG = (
+    "no configuration: pass --config FILE, set $PORTEIRO_CONFIG or create ./porteiro.toml"
+    " (porteiro.example.toml is one for development)"
+)
+
+
+def load_required_config(path: str | Path | None, env: Mapping[str, str]) -> Config:
+    """`load_config`, refusing (ConfigError) when there is no configuration at all: no
+    file and no PORTEIRO_STORE_URL. The defaults would quietly create ./porteiro.db
+    wherever the process was started."""
+    if config_file(path, env) is None and not env.get("PORTEIRO_STORE_URL"):
+        raise ConfigError(NO_CONFIG)
+    return load_config(path, env)
+
+
 # The file's top-level tables.
 _TABLES = frozenset({
     "store", "admin", "sources", "server", "worker", "quarantine", "reconcile",

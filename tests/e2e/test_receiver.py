@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -30,7 +31,7 @@ from porteiro.runtime import Runtime
 from porteiro.store.base import UNPARSEABLE_TYPE, EventFilter
 from tests.support.app import MAX_BODY, PEER, SOURCE, asgi_client, make_config, post_signed
 from tests.support.events import event_body
-from tests.support.processes import Proc, local_url, wait_healthy
+from tests.support.processes import Proc, local_url, porteiro_env, wait_healthy
 from tests.support.servers import free_port
 from tests.support.signing import SECRET, standard_headers
 
@@ -453,6 +454,20 @@ async def test_concurrent_deliveries_of_one_event_record_it_once(
 
 
 # -- the uvicorn factory entry point ----------------------------------------------------------
+
+
+def test_uvicorn_factory_without_any_config_refuses_and_creates_nothing(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "uvicorn", "porteiro.http.app:asgi_app", "--factory",
+        "--host", "127.0.0.1", "--port", str(free_port()),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=tmp_path, env=porteiro_env(), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "no configuration: pass --config FILE" in done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []  # no ./porteiro.db
 
 
 def test_uvicorn_factory_reads_config_from_the_environment(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from porteiro.config import Config, config_file, load_config
+from porteiro.config import Config, load_required_config
 from porteiro.errors import ConfigError, PorteiroError
 from porteiro.model import Kind
 from porteiro.runtime import Runtime, check_schema_at_start, utc_now
@@ -31,12 +31,6 @@ _RELATIVE = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-NO_CONFIG = (
-    "no configuration: pass --config FILE, set $PORTEIRO_CONFIG or create ./porteiro.toml"
-    " (porteiro.example.toml is one for development)"
-)
-
-
 class NotFound(PorteiroError):
     """An event or payment that does not exist: exit 2, as a wrong argument."""
 
@@ -44,10 +38,7 @@ class NotFound(PorteiroError):
 def config(ctx: click.Context) -> Config:
     """The configuration; a ConfigError (exit 2) when there is none at all, rather than
     defaults that would quietly create ./porteiro.db wherever the command was run."""
-    path = ctx.find_root().params.get("config_path")
-    if config_file(path, os.environ) is None and not os.environ.get("PORTEIRO_STORE_URL"):
-        raise ConfigError(NO_CONFIG)
-    loaded = load_config(path, os.environ)
+    loaded = load_required_config(ctx.find_root().params.get("config_path"), os.environ)
     file = sqlite_file(loaded.store_url)
     if file is not None and not file.parent.is_dir():
         # sqlite3 would only say "unable to open database file".

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from porteiro.config import load_config
+from porteiro.config import load_config, load_required_config
 from porteiro.errors import StoreUnavailable
 from porteiro.http.admin import AdminApi, http_error
 from porteiro.http.admin_audit import audit_routes
@@ -251,7 +251,7 @@ def asgi_app() -> Starlette:
     """
     env = dict(os.environ)
     configure_logging(env.get("PORTEIRO_LOG_LEVEL", "INFO"))
-    config = load_config(None, env)
+    config = load_required_config(None, env)
     return create_app(Runtime.build(config), migrate=config.store_url.startswith("sqlite:"))
 
 
