@@ -16,6 +16,7 @@ Conventions both stores follow, beyond the docstrings of porteiro.store.base:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -653,6 +654,14 @@ async def test_list_events_filters(store: Store) -> None:
     window = EventFilter(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=2))
     assert await _all(store, window) == ["m1"]
     assert await _all(store, EventFilter(source="nobody")) == []
+
+
+async def test_a_long_reference_is_stored_and_found(store: Store) -> None:
+    # Longer than a PostgreSQL btree entry may be (2704 bytes), and incompressible: the
+    # reference index must not make such a delivery fail to be stored.
+    long = "".join(hashlib.sha256(str(n).encode()).hexdigest() for n in range(100))
+    await store.record_delivery(request(), [event("evt_long", reference=long)])
+    assert await _all(store, EventFilter(reference=long)) == ["evt_long"]
 
 
 async def test_list_events_pages_with_cursor(store: Store) -> None:
