@@ -83,7 +83,9 @@ async def test_admin_api_is_closed_without_a_configured_token(config: Config) ->
 
 async def test_list_filter_and_page_events(client: httpx.AsyncClient) -> None:
     for index in range(5):
-        await ingest(client, f"evt_{index}", object_id=f"pay_{index % 2}")
+        await ingest(
+            client, f"evt_{index}", object_id=f"pay_{index % 2}", reference=f"order-{index % 3}"
+        )
     await ingest(client, "evt_other", kind="customer.updated", object_id="cus_1")
 
     seen: list[str] = []
@@ -110,6 +112,10 @@ async def test_list_filter_and_page_events(client: httpx.AsyncClient) -> None:
     assert await keys(kind="other") == ["evt_other"]
     assert await keys(status="ignored") == ["evt_other"]
     assert await keys(dedup_key="evt_4") == ["evt_4"]
+    assert await keys(reference="order-1") == ["evt_1", "evt_4"]
+    assert await keys(reference="order-1", object_id="pay_1") == ["evt_1"]
+    assert await keys(reference="order") == []
+    assert await keys(reference="x" * 8000) == []  # no row has it: an empty page, not a 500
     assert await keys(source="elsewhere") == []
     assert len(await keys(since="2000-01-01T00:00:00Z", until="2999-01-01")) == 6
     assert await keys(until="2000-01-01T00:00:00+00:00") == []
@@ -276,7 +282,7 @@ async def test_dlq_replay_by_ids_requeues_only_dead_events(
 @sqlite_only
 async def test_replay_by_filter_and_validation(client: httpx.AsyncClient, runtime: Runtime) -> None:
     await ingest(client, "evt_p1")
-    await ingest(client, "evt_p2", object_id="pay_2")
+    await ingest(client, "evt_p2", object_id="pay_2", reference="order-2")
     await ingest(client, "evt_o", kind="customer.updated")
     response = await client.post("/api/replay", json={"kind": "payment.paid"}, headers=AUTH)
     assert response.status_code == 200
@@ -293,6 +299,11 @@ async def test_replay_by_filter_and_validation(client: httpx.AsyncClient, runtim
     [planned] = dry.json()["planned"]
     assert (planned["dedup_key"], planned["to"]) == ("evt_p2", "paid")
     assert dry.json()["requeued"] == 0
+
+    by_reference = await client.post(
+        "/api/replay", json={"reference": "order-2", "dry_run": True}, headers=AUTH
+    )
+    assert [p["dedup_key"] for p in by_reference.json()["planned"]] == ["evt_p2"]
 
     reparsed = await client.post(
         "/api/replay", json={"dedup_key": "evt_p1", "reparse": True}, headers=AUTH
@@ -469,6 +480,7 @@ HOSTILE: list[tuple[str, str, dict[str, str] | None, Any, int]] = [
     ("GET", "/api/events", {"source": NUL}, None, 400),
     ("GET", "/api/events", {"object_id": NUL}, None, 400),
     ("GET", "/api/events", {"dedup_key": NUL}, None, 400),
+    ("GET", "/api/events", {"reference": NUL}, None, 400),
     ("GET", "/api/events", {"since": "9999-12-31T23:59:59-23:59"}, None, 400),  # UTC overflows
     ("GET", "/api/dlq", {"source": NUL}, None, 400),
     ("GET", "/api/reconciliation/reports", {"source": NUL}, None, 400),
@@ -476,6 +488,8 @@ HOSTILE: list[tuple[str, str, dict[str, str] | None, Any, int]] = [
     ("GET", f"/api/payments/{SOURCE}/pay%00", None, None, 400),
     ("POST", "/api/replay", None, {"source": NUL}, 400),
     ("POST", "/api/replay", None, {"object_id": NUL}, 400),
+    ("POST", "/api/replay", None, {"reference": NUL}, 400),
+    ("POST", "/api/replay", None, {"reference": 42}, 400),
     ("POST", "/api/replay", None, {"ids": [2**63]}, 400),
     ("POST", "/api/dlq/replay", None, {"ids": [2**63]}, 400),
     ("POST", "/api/dlq/replay", None, {"source": NUL}, 400),

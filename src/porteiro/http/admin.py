@@ -51,7 +51,16 @@ from porteiro.model import EventStatus, Kind
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 
-_FILTER_KEYS = ("source", "kind", "status", "object_id", "dedup_key", "since", "until")
+_FILTER_KEYS = (
+    "source",
+    "kind",
+    "status",
+    "object_id",
+    "dedup_key",
+    "reference",
+    "since",
+    "until",
+)
 
 
 def _package_version() -> str:
@@ -211,6 +220,7 @@ def event_filter(params: Mapping[str, Any]) -> EventFilter:
         kind=None if kind is None else parse_enum(Kind, kind, "kind"),
         object_id=text("object_id"),
         dedup_key=text("dedup_key"),
+        reference=text("reference"),
         since=None if since is None else parse_datetime(since, "since"),
         until=None if until is None else parse_datetime(until, "until"),
     )
