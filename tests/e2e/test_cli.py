@@ -172,6 +172,27 @@ def test_events_list_filters_by_time_and_says_when_more_rows_exist(
     assert "Invalid value for --cursor: invalid cursor 'not-a-cursor'" in bad
 
 
+def test_events_list_and_replay_filter_by_reference(server: tuple[Cli, str]) -> None:
+    cli, url = server
+    cli.run("simulate", "--url", url, "--source", "std", "--count", "2", "--seed", "12")
+    listed = cli.json_lines("events", "list", "--limit", "1000")
+    reference = next(e["reference"] for e in listed if e["reference"])
+    carrying = [e["id"] for e in listed if e["reference"] == reference]  # newest first
+    assert 0 < len(carrying) < len(listed)
+
+    def ids(*options: str) -> list[int]:
+        return [e["id"] for e in cli.json_lines("events", "list", *options)]
+
+    assert ids("--reference", reference) == carrying
+    assert ids("--reference", reference, "--source", "std") == carrying
+    assert ids("--reference", reference, "--source", "elsewhere") == []
+    assert ids("--reference", reference[:-1]) == []  # exact, not a prefix
+    # The same filter selects what a replay touches.
+    dry = cli.run("replay", "--reference", reference, "--dry-run", "--json")
+    planned = [json.loads(line)["event_id"] for line in dry.stdout.splitlines()]
+    assert sorted(planned) == sorted(carrying)
+
+
 def test_simulate_reports_refusals_with_a_failing_exit_code(
     server: tuple[Cli, str], tmp_path: Path
 ) -> None:

@@ -27,7 +27,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from porteiro import replay
-from porteiro.config import WorkerConfig, parse_config
+from porteiro.config import WorkerConfig
+from porteiro.config.load import parse_config
 from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, Payment, StoredEvent
 from porteiro.providers.base import Provider, SignedRequest

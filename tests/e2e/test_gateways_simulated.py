@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from porteiro.config import load_config
+from porteiro.config.load import load_config
 from porteiro.fakes.simulate import build_plan
 from porteiro.providers import build_provider
 from tests.fakes.mercadopago import FakeMercadoPago, payment

@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from porteiro.config import DestinationConfig, parse_config
+from porteiro.config import DestinationConfig
+from porteiro.config.load import parse_config
 from porteiro.http.app import create_app
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.retry import RetryPolicy

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from porteiro.config import Config, ServerConfig, SourceConfig, load_config
+from porteiro.config import Config, ServerConfig, SourceConfig
+from porteiro.config.load import load_config
 from porteiro.http.app import create_app
 from porteiro.http.tls import MINIMUM_VERSION, uvicorn_options
 from porteiro.replay import matching_events

@@ -25,7 +25,7 @@ import httpx
 import psycopg
 import pytest
 
-from porteiro.config import load_config
+from porteiro.config.load import load_config
 from porteiro.http.app import create_app
 from porteiro.http.jsonview import body_from_json
 from porteiro.http.redact import Redaction

@@ -25,7 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from porteiro.config import Config, ReconcileConfig, SourceConfig, WorkerConfig, parse_config
+from porteiro.config import Config, ReconcileConfig, SourceConfig, WorkerConfig
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError, GatewayError
 from porteiro.fakes import FakeServer, Settings, scenario_from
 from porteiro.http.app import create_app

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from porteiro.config import load_config
+from porteiro.config.load import load_config
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime
 from porteiro.store.migrations import load_migrations, schema_mismatch

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 
-from porteiro.config import Config, parse_config
+from porteiro.config import Config
+from porteiro.config.load import parse_config
 from porteiro.errors import AuthenticationError, ParseError
 from porteiro.http.app import create_app
 from porteiro.runtime import Runtime, utc_now

@@ -20,7 +20,8 @@ import pytest
 from starlette.applications import Starlette
 
 from porteiro import replay
-from porteiro.config import Config, parse_config
+from porteiro.config import Config
+from porteiro.config.load import parse_config
 from porteiro.http.app import create_app
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, StoredEvent
 from porteiro.providers.standard import StandardProvider

@@ -8,7 +8,7 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from porteiro.config import load_config
+from porteiro.config.load import load_config
 from porteiro.runtime import Runtime
 from porteiro.worker import Worker
 from tests.support.events import event_body

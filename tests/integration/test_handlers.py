@@ -29,8 +29,8 @@ from porteiro.config import (
     HandlersConfig,
     SourceConfig,
     WorkerConfig,
-    parse_config,
 )
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
 from porteiro.handlers import HandlerContext, Handlers, from_module, load_handlers
 from porteiro.model import EventStatus, InboundRequest, PaymentState

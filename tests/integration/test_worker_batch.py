@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from porteiro.config import Config, SourceConfig, WorkerConfig, parse_config
+from porteiro.config import Config, SourceConfig, WorkerConfig
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import EventStatus, PaymentState
 from porteiro.providers import build_provider

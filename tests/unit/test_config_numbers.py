@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from porteiro.config import parse_config
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
 
 

@@ -1,7 +1,7 @@
 """Every table of porteiro.toml refuses a key it does not know, naming the key by its
 path and suggesting the closest known one, so a typo (`[server] prot = 8080`) stops
 start-up instead of being silently ignored. `[sources.NAME]` accepts what its provider
-reads, as porteiro.source_options declares it; the scan below keeps that list in step
+reads, as porteiro.config.source_options declares it; the scan below keeps that list in step
 with the code that reads options."""
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ from typing import Any
 import pytest
 
 import porteiro
-from porteiro.config import load_config, parse_config
+from porteiro.config.load import load_config, parse_config
+from porteiro.config.source_options import (
+    COMMON_OPTIONS,
+    PROVIDER_OPTIONS,
+    SOURCE_FIELDS,
+    source_keys,
+)
 from porteiro.errors import ConfigError
 from porteiro.providers import PROVIDERS, build_provider
-from porteiro.source_options import COMMON_OPTIONS, PROVIDER_OPTIONS, SOURCE_FIELDS, source_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_TREE = Path(porteiro.__file__).parent

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from porteiro.config import SourceConfig, load_config, parse_config
+from porteiro.config import SourceConfig
+from porteiro.config.load import load_config, parse_config
 from porteiro.providers.mercadopago import api as mercadopago_api
 from porteiro.providers.pagarme import DEFAULT_JWKS_URL
 from porteiro.providers.pagarme import api as pagarme_api

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from porteiro.config import parse_config
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
 from porteiro.http.limits import ConnectionLimits
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from porteiro.config import parse_config
+from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
 from porteiro.model import Kind, ParsedEvent, Payment, PaymentState
 from porteiro.outgoing.gateway_http import retry_after

@@ -18,7 +18,8 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from porteiro.config import Config, load_required_config
+from porteiro.config import Config
+from porteiro.config.load import load_required_config
 from porteiro.errors import ConfigError, PorteiroError
 from porteiro.model import Kind
 from porteiro.runtime import Runtime, check_schema_at_start, utc_now

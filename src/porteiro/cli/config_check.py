@@ -17,7 +17,8 @@ import click
 
 from porteiro.cli import _common as common
 from porteiro.cli.reach import reach_all
-from porteiro.config import Config, SourceConfig, config_file
+from porteiro.config import Config, SourceConfig
+from porteiro.config.load import config_file
 from porteiro.handlers import load_handlers
 from porteiro.providers import build_provider
 from porteiro.providers.base import SupportsClose

@@ -41,6 +41,9 @@ def _print_events(events: Sequence[StoredEvent], as_json: bool) -> None:
 _limit_option = click.option(
     "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True
 )
+_reference_option = click.option(
+    "--reference", help="only events carrying this merchant's reference (exact)"
+)
 _cursor_option = click.option(
     "--cursor", help="the next page: the cursor a previous list printed on stderr"
 )
@@ -57,6 +60,7 @@ def events() -> None:
 @common.kind_option
 @click.option("--object-id")
 @click.option("--dedup-key")
+@_reference_option
 @common.since_option
 @common.until_option
 @_limit_option
@@ -70,6 +74,7 @@ def events_list(
     kind: str | None,
     object_id: str | None,
     dedup_key: str | None,
+    reference: str | None,
     since: datetime | None,
     until: datetime | None,
     limit: int,
@@ -83,6 +88,7 @@ def events_list(
         kind=Kind(kind) if kind else None,
         object_id=object_id,
         dedup_key=dedup_key,
+        reference=reference,
         since=since,
         until=until,
     )
@@ -213,6 +219,7 @@ def dlq_replay(
 @click.option("--source")
 @common.kind_option
 @click.option("--status", type=click.Choice([s.value for s in EventStatus]))
+@_reference_option
 @common.since_option
 @common.until_option
 @click.option("--reparse/--no-reparse", default=True, help="re-parse raw deliveries (default)")
@@ -225,6 +232,7 @@ def replay_command(
     source: str | None,
     kind: str | None,
     status: str | None,
+    reference: str | None,
     since: datetime | None,
     until: datetime | None,
     reparse: bool,
@@ -234,7 +242,7 @@ def replay_command(
     """Replay events by id or by filter, re-parsed with the current adapter code."""
     filter = EventFilter(
         source=source, status=EventStatus(status) if status else None,
-        kind=Kind(kind) if kind else None, since=since, until=until,
+        kind=Kind(kind) if kind else None, reference=reference, since=since, until=until,
     )  # fmt: skip
     if ids and filter != EventFilter():
         raise click.UsageError("give event ids or filter options, not both")
@@ -247,7 +255,7 @@ def replay_command(
         with common.progress("replay") as progress:
             report = await action(runtime, target, dry_run=dry_run, progress=progress)
         given = {"ids": list(ids), "source": source, "kind": kind, "status": status,
-                 "since": since, "until": until, "reparse": reparse,
+                 "reference": reference, "since": since, "until": until, "reparse": reparse,
                  "dry_run": dry_run}  # fmt: skip
         affected = len(report.event_ids)
         await audit.record_cli(runtime.store, "replay", given, affected, runtime.clock())

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from porteiro.config import load_config, load_required_config
+from porteiro.config.load import load_config, load_required_config
 from porteiro.errors import StoreUnavailable
 from porteiro.http.admin import AdminApi, http_error
 from porteiro.http.admin_audit import audit_routes
