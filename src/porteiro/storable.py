@@ -34,6 +34,10 @@ INT64_MAX: Final = 2**63 - 1
 # Below orjson's 255-level limit, with room for the admin API's own wrapping of `data`.
 MAX_DATA_DEPTH: Final = 128
 _TEXT_COLUMNS: Final = ("dedup_key", "type", "object_id", "reference", "currency")
+# Every one of those columns is indexed, and a PostgreSQL btree entry holds at most 2,704
+# bytes: a longer id fails the insert, and with it the whole group-committed batch. No
+# gateway's id comes near 1 KiB; a body that carries one is a parse error of its event.
+MAX_KEY_BYTES: Final = 1024
 _INT_COLUMNS: Final = ("amount", "refunded_total")
 # A data key is named in a reason only when it looks like an adapter's field name.
 _KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -41,15 +45,18 @@ _KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _QUOTED_DIGITS = 40
 
 
-def text_problem(value: str) -> str | None:
-    """Why a store cannot hold `value` as text, or None."""
+def text_problem(value: str, limit: int | None = None) -> str | None:
+    """Why a store cannot hold `value` as text (within `limit` UTF-8 bytes), or None."""
     if "\x00" in value:
         return "holds a NUL character"
+    size = len(value)
     if not value.isascii():
         try:
-            value.encode("utf-8")
+            size = len(value.encode("utf-8"))
         except UnicodeEncodeError:
             return "holds a lone surrogate"
+    if limit is not None and size > limit:
+        return f"is {size} bytes long, beyond the {limit} the store can index"
     return None
 
 
@@ -84,7 +91,7 @@ def event_problem(event: ParsedEvent) -> str | None:
             continue
         if not isinstance(value, str):
             return f"{name} is not text"
-        if (problem := text_problem(value)) is not None:
+        if (problem := text_problem(value, MAX_KEY_BYTES)) is not None:
             return f"{name} {problem}"
     for name in _INT_COLUMNS:
         value = getattr(event, name)

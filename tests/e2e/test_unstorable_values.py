@@ -10,6 +10,7 @@ and the delivery's other events apply. On both stores, through the real app.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -104,7 +105,19 @@ def stored_request(raw: bytes, msg_id: str) -> InboundRequest:
 
 
 # Each body is raw JSON text (the escapes are what the gateway sends) with what it holds.
+# An id that does not compress: PostgreSQL compresses a long index entry, and a btree entry
+# past 2,704 bytes after that fails the insert (and the whole group-committed batch).
+LONG_ID = "".join(hashlib.sha256(str(n).encode()).hexdigest() for n in range(100)).encode()
+
 HOSTILE = {
+    "object-id-past-the-index": (
+        b'{"id":"evt_long","type":"payment.paid","object_id":"' + LONG_ID + b'","amount":1}',
+        "object_id is 6400 bytes long, beyond the 1024 the store can index",
+    ),
+    "dedup-key-past-the-index": (
+        b'{"id":"' + "é".encode() * 600 + b'","type":"payment.paid","object_id":"p","amount":1}',
+        "dedup_key is 1200 bytes long, beyond the 1024 the store can index",
+    ),
     "amount-2^63": (
         b'{"id":"evt_big","type":"payment.paid","object_id":"pay_1",'
         b'"amount":9223372036854775808,"currency":"BRL"}',
