@@ -55,11 +55,17 @@ def imports_of(source: str, module: str, *, package: bool = False) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            anchor = parts[: len(parts) - node.level + 1] if node.level else []
-            base = ".".join([*anchor, *([node.module] if node.module else [])])
+            base = _from_module(node, parts)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     return found
+
+
+def _from_module(node: ast.ImportFrom, package: list[str]) -> str:
+    """The module a `from ... import` names, a relative one resolved against the parts of
+    the importing module's package."""
+    anchor = package[: len(package) - node.level + 1] if node.level else []
+    return ".".join([*anchor, *([node.module] if node.module else [])])
 
 
 def _imports(path: Path) -> set[str]:
@@ -118,7 +124,7 @@ def _import_time_edges(path: Path) -> set[str]:
     `if`/`try`, not inside functions nor under `if TYPE_CHECKING:`. `from pkg import mod`
     is an edge to pkg.mod; to pkg itself only for a name defined there."""
     module = _module_name(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    parts = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> None:
@@ -135,9 +141,7 @@ def _import_time_edges(path: Path) -> set[str]:
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                anchor = package.split(".")[: package.count(".") + 2 - node.level]
-                base = ".".join([*(anchor if node.level else []), node.module or ""])
-                base = base.strip(".")
+                base = _from_module(node, parts)
                 for alias in node.names:
                     found.add(sub if _is_module(sub := f"{base}.{alias.name}") else base)
 
