@@ -29,14 +29,13 @@ from datetime import datetime, timedelta
 from porteiro import ledger, storable
 from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
 from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
-from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS
+from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS, until_stopped
 from porteiro.jobs.presence import Presence
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
 from porteiro.sinks.fanout import outbox_rows
-from porteiro.stopping import until_stopped
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
 from porteiro.store.leases import lease_store
 from porteiro.store.outbox import OutboxRow

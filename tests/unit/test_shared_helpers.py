@@ -14,9 +14,9 @@ from starlette.routing import Route
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError
+from porteiro.jobs.lease import until_stopped
 from porteiro.providers.api_json import get_json, get_json_object
 from porteiro.providers.base import signing_keys
-from porteiro.stopping import until_stopped
 from tests.support.servers import live_server
 
 

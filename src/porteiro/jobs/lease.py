@@ -10,6 +10,9 @@ dies renews nothing: its lease expires and the next process to ask takes the job
 A stalled holder (frozen past its lease) may overlap a new one for a moment before it
 notices; the jobs tolerate that by construction (the outbox claim is fenced by its own
 token and SKIP LOCKED, and the stale cycle's answers are de-duplicated events).
+
+`until_stopped` is the wait a stop request cuts short: the lease loop's idle waits, and
+the worker's and the relays' (their loops run as a process's jobs, if not leased ones).
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
 
 from porteiro.errors import StoreUnavailable
 from porteiro.observability import logger
-from porteiro.stopping import until_stopped
 from porteiro.store.leases import LeaseStore
 
 DEFAULT_LEASE_SECONDS = 15.0
@@ -35,6 +37,22 @@ RELEASE_TIMEOUT_SECONDS = 2.0
 
 # The job's work: runs until the event is set (or it is cancelled).
 Work = Callable[[asyncio.Event], Coroutine[object, object, None]]
+
+
+async def until_stopped(work: Awaitable[object], stop: asyncio.Event) -> None:
+    """Await `work` unless `stop` is set first (then `work` is cancelled); an error of
+    `work` propagates. Both are finished before this returns, so nothing is left pending."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stopper):
+            pending.cancel()
+        await asyncio.gather(task, stopper, return_exceptions=True)
+    error = task.exception() if task.done() and not task.cancelled() else None
+    if error is not None:
+        raise error
 
 
 def new_holder_id() -> str:

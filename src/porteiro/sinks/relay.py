@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable
+from porteiro.jobs.lease import until_stopped
 from porteiro.observability import Metrics, logger
 from porteiro.outgoing.gateway_http import RateLimiter
-from porteiro.stopping import until_stopped
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
 
 if TYPE_CHECKING:
