@@ -1,6 +1,18 @@
-"""One exception tree. The receiver maps each branch to one HTTP status."""
+"""One exception tree. The receiver maps each branch to one HTTP status.
+
+And `error_text`, how a failure reads where it is stored for operators (an event's or an
+outbox row's last_error).
+"""
 
 from __future__ import annotations
+
+_ERROR_TEXT_LIMIT = 1000
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: message`, truncated: what operators see as last_error."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 3] + "..."
 
 
 class PorteiroError(Exception):

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import random
-import secrets
-import socket
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 from porteiro import ledger, storable
-from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable
+from porteiro.errors import NonRetryable, PaymentBusy, StoreUnavailable, error_text
 from porteiro.handlers import EFFECTIVE, Handlers, handle_for, load_handlers
-from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS, until_stopped
+from porteiro.jobs.lease import DEFAULT_LEASE_SECONDS, new_holder_id, until_stopped
 from porteiro.jobs.presence import Presence
 from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
@@ -40,19 +37,8 @@ from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, D
 from porteiro.store.leases import lease_store
 from porteiro.store.outbox import OutboxRow
 
-_ERROR_TEXT_LIMIT = 1000
 # Outcomes after which the event is still to be processed (not done, ignored or dead).
 _UNSETTLED = frozenset({"retry", "claim_lost"})
-
-
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-def error_text(exc: BaseException) -> str:
-    """`Type: message`, truncated: what operators see as last_error."""
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 3] + "..."
 
 
 class Worker:
@@ -83,7 +69,7 @@ class Worker:
         if handlers is None and module is not None:
             handlers = load_handlers(module)
         self.handlers = handlers
-        self.id = worker_id or new_worker_id()
+        self.id = worker_id or new_holder_id()
         self.pause_after_claim = pause_after_claim
         self.pause_in_apply = pause_in_apply
         self._rng = rng or random.Random()

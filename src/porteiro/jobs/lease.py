@@ -56,7 +56,8 @@ async def until_stopped(work: Awaitable[object], stop: asyncio.Event) -> None:
 
 
 def new_holder_id() -> str:
-    """One id per process, host:pid:random, as the leases table shows it."""
+    """A new holder id, host:pid:random, as the leases table shows it (a process's, or
+    one worker's or relay's: its claims carry it too)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 

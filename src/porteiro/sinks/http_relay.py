@@ -21,10 +21,10 @@ import httpx
 import orjson
 
 from porteiro.config import DestinationConfig
-from porteiro.errors import ConfigError
+from porteiro.errors import ConfigError, error_text
 from porteiro.outgoing.gateway_http import retry_after
 from porteiro.providers.standard.webhook import decode_secret, sign_headers
-from porteiro.sinks.relay import SendResult, error_text
+from porteiro.sinks.relay import SendResult
 from porteiro.store.outbox import StoredOutboxRow
 
 _USER_AGENT = "porteiro-relay"

@@ -23,8 +23,8 @@ from aio_pika.abc import AbstractConnection, AbstractExchange
 from aio_pika.exceptions import DeliveryError, PublishError
 
 from porteiro.config import DestinationConfig
-from porteiro.errors import ConfigError
-from porteiro.sinks.relay import SendResult, error_text
+from porteiro.errors import ConfigError, error_text
+from porteiro.sinks.relay import SendResult
 from porteiro.store.outbox import StoredOutboxRow
 
 

@@ -15,10 +15,7 @@ relay process and the operator's CLI see the same; each relay refreshes it every
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import secrets
-import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,8 +23,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from porteiro.config import DestinationConfig
-from porteiro.errors import StoreUnavailable
-from porteiro.jobs.lease import until_stopped
+from porteiro.errors import StoreUnavailable, error_text
+from porteiro.jobs.lease import new_holder_id, until_stopped
 from porteiro.observability import Metrics, logger
 from porteiro.outgoing.gateway_http import RateLimiter
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
@@ -35,7 +32,6 @@ from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, St
 if TYPE_CHECKING:
     pass
 
-_ERROR_TEXT_LIMIT = 1000
 # Past the transport's own timeout, a send that still hangs is abandoned (then retried).
 _SEND_GRACE_SECONDS = 5.0
 _RETRY_AFTER_CAP_SECONDS = 24 * 3600.0
@@ -58,15 +54,6 @@ class Sender(Protocol):
     async def send(self, row: StoredOutboxRow) -> SendResult: ...
 
     async def aclose(self) -> None: ...
-
-
-def error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 3] + "..."
-
-
-def new_relay_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class CircuitBreaker:
@@ -109,7 +96,7 @@ class Relay:
         self.destination = destination
         self.sender = sender
         self.clock = clock
-        self.id = relay_id or new_relay_id()
+        self.id = relay_id or new_holder_id()
         self.poll_interval = poll_interval
         self._rng = rng or random.Random()
         self._breaker = CircuitBreaker(
@@ -332,7 +319,7 @@ def build_relays(
 
     outbox = outbox_store(store)
     metrics = metrics or Metrics()
-    relay_id = new_relay_id()
+    relay_id = new_holder_id()
     relays = []
     for destination in destinations:
         sender: Sender
