@@ -10,7 +10,8 @@ fsync, payments locked in a fixed order); thin events are enriched first, concur
 outside any transaction. While a full batch applies, the next one is claimed (prefetch);
 after a partial one, the worker waits `gather_ms` before claiming again. Each applied
 event's outbox rows (`[destinations]`) and in-process handlers (`[handlers]`) ride in that
-same transaction (docs/handlers.md).
+same transaction (docs/handlers.md). What is written for an event that does not apply
+(a retry, a dead letter, an ignore) is porteiro.settle's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
+from porteiro.settle import Settler
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
 from porteiro.store.leases import lease_store
@@ -74,6 +76,7 @@ class Worker:
         self.pause_in_apply = pause_in_apply
         self._rng = rng or random.Random()
         self._log = logger().bind(worker=self.id)
+        self._settle = Settler(runtime, self._log, self._rng)
         self._presence = Presence(
             self.id, lease_store(runtime.store), runtime.clock, lease_seconds=presence_seconds
         )
@@ -187,17 +190,17 @@ class Worker:
         provider = self.runtime.providers.get(stored.source)
         if provider is None:
             reason = f"unknown source {stored.source!r}: not in the configuration"
-            return self._dead(claim, reason, self.runtime.clock())
+            return self._settle.dead(claim, reason, self.runtime.clock())
         if stored.type == UNPARSEABLE_TYPE:
             # Requeued without a re-parse: the raw body still has to go through the adapter.
             reason = stored.last_error or "unparseable delivery"
             message = f"{reason} (re-parse it with `porteiro replay`)"
-            return self._dead(claim, message, self.runtime.clock())
+            return self._settle.dead(claim, message, self.runtime.clock())
         event = stored.parsed()
         if event.thin:
             return self._enrich(claim, provider, event)
         if not event.actionable:
-            return self._ignore(claim, event)
+            return self._settle.ignore(claim, event)
         ready.append((claim, event))
         return None
 
@@ -215,7 +218,7 @@ class Worker:
             async with limit:
                 result = await work
         except Exception as exc:
-            result = await self._fail(claim, exc)
+            result = await self._settle.fail(claim, exc)
         if isinstance(result, ParsedEvent):
             ready.append((claim, result))
         else:
@@ -229,16 +232,7 @@ class Worker:
         # value no store can hold dead-letters the event with why, never a retry loop.
         if (problem := storable.event_problem(enriched)) is not None:
             raise NonRetryable(f"the gateway's answer cannot be stored: {problem}")
-        return enriched if enriched.actionable else await self._ignore(claim, enriched)
-
-    async def _ignore(self, claim: Claim, event: ParsedEvent) -> str:
-        reason = "no payment object" if event.object_id is None else f"kind other ({event.type})"
-        if not await self.runtime.store.ignore(claim, reason, self.runtime.clock()):
-            return self._claim_lost(claim)
-        self._log.info(
-            "event ignored", action="event.ignored", event_id=claim.event.id, reason=reason
-        )
-        return "ignored"
+        return enriched if enriched.actionable else await self._settle.ignore(claim, enriched)
 
     async def _apply_batch(self, ready: Sequence[tuple[Claim, ParsedEvent]]) -> dict[int, str]:
         now = self.runtime.clock()
@@ -284,7 +278,7 @@ class Worker:
                     verdict=verdict,
                 )
             elif result is False:
-                outcomes[stored.id] = self._claim_lost(item.claim)
+                outcomes[stored.id] = self._settle.claim_lost(item.claim)
             elif isinstance(result, PaymentBusy):
                 # Handed back by the store, its attempt not counted: not a failure.
                 outcomes[stored.id] = "deferred"
@@ -294,7 +288,7 @@ class Worker:
                     event_id=stored.id,
                 )
             else:
-                outcomes[stored.id] = await self._fail(item.claim, result)
+                outcomes[stored.id] = await self._settle.fail(item.claim, result)
         return outcomes
 
     def _fanout(
@@ -352,60 +346,6 @@ class Worker:
             histogram = metrics.processing_seconds.labels(source)
             for _ in range(n):
                 histogram.observe(elapsed)
-
-    async def _fail(self, claim: Claim, exc: Exception) -> str:
-        stored = claim.event
-        text = error_text(exc)
-        now = self.runtime.clock()
-        retry_at = (
-            None
-            if isinstance(exc, NonRetryable)
-            else self.runtime.config.worker.retry.decide(stored.attempts, now, self._rng)
-        )
-        try:
-            if retry_at is None:
-                return await self._dead(claim, text, now)
-            if not await self.runtime.store.retry_later(claim, text, retry_at, now):
-                return self._claim_lost(claim)
-        except Exception as write_error:
-            # The store is down too: the lease expires and the event is claimed again.
-            self._log.error(
-                "could not record failure",
-                action="event.failure_unrecorded",
-                event_id=stored.id,
-                error=text,
-                write_error=error_text(write_error),
-            )
-            return "retry"
-        self._log.warning(
-            "event failed, retry scheduled",
-            action="event.retry_scheduled",
-            event_id=stored.id,
-            attempts=stored.attempts,
-            next_attempt_at=retry_at.isoformat(),
-            error=text,
-        )
-        return "retry"
-
-    async def _dead(self, claim: Claim, reason: str, now: datetime) -> str:
-        if not await self.runtime.store.dead_letter(claim, reason, now):
-            return self._claim_lost(claim)
-        self._log.error(
-            "event dead-lettered",
-            action="event.dead_lettered",
-            event_id=claim.event.id,
-            attempts=claim.event.attempts,
-            error=reason,
-        )
-        return "dead"
-
-    def _claim_lost(self, claim: Claim) -> str:
-        self._log.warning(
-            "claim lost: another worker owns this event now",
-            action="event.claim_lost",
-            event_id=claim.event.id,
-        )
-        return "claim_lost"
 
 
 def _event_id(claim: Claim) -> int:
