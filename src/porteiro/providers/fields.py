@@ -26,17 +26,26 @@ _RFC3339 = re.compile(
 )
 
 
-def load_object(raw: bytes | str) -> dict[str, Any]:
+def load_object(
+    raw: bytes | str,
+    *,
+    error: Callable[[str], Exception] = ParseError,
+    not_json: str = "body is not valid JSON: {exc}",
+    not_object: str = "body must be a JSON object",
+) -> dict[str, Any]:
     """A request body that must be one JSON object; the result and the errors are those
-    of `json.loads` (orjson only speeds up the bodies on which both agree: jsontext)."""
+    of `json.loads` (orjson only speeds up the bodies on which both agree: jsontext).
+    A failure raises `error` with `not_json` (`{exc}`: json's message, `{kind}`: its
+    exception's name) or `not_object`: an adapter whose verify must refuse such a body
+    with a 401 passes its own."""
     body = fast_load(raw) if isinstance(raw, bytes) else UNPARSED
     if body is UNPARSED:
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            raise ParseError(f"body is not valid JSON: {exc}") from None
+            raise error(not_json.format(exc=exc, kind=type(exc).__name__)) from None
     if not isinstance(body, dict):
-        raise ParseError("body must be a JSON object")
+        raise error(not_object)
     return body
 
 

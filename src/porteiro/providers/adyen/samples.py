@@ -13,7 +13,8 @@ from typing import Any
 
 from porteiro.errors import ParseError
 from porteiro.providers import signing
-from porteiro.providers.adyen.webhook import AUTHORIZATION_HEADER, _load, _message, _Unreadable
+from porteiro.providers.adyen.notification import Unreadable, load_notification
+from porteiro.providers.adyen.signature import AUTHORIZATION_HEADER, signed_message
 from porteiro.providers.base import SamplePayment, SignedRequest
 
 _PSP_ALPHABET = string.ascii_uppercase + string.digits
@@ -22,7 +23,7 @@ _SAMPLE_ZONE = timezone(timedelta(hours=1))  # Adyen dates carry an offset (CET 
 
 def item_signature(item: Mapping[str, Any], key: bytes) -> str:
     """The base64 `hmacSignature` Adyen puts in an item, under `key`."""
-    return signing.base64_text(signing.hmac_digest(key, _message(item)))
+    return signing.base64_text(signing.hmac_digest(key, signed_message(item)))
 
 
 class AdyenSamples:
@@ -36,8 +37,8 @@ class AdyenSamples:
     def sign(self, body: bytes, now: datetime) -> SignedRequest:
         """(Re)sign every item with the first key; the body is re-serialised."""
         try:
-            document, items = _load(body)
-        except _Unreadable as exc:
+            document, items = load_notification(body)
+        except Unreadable as exc:
             raise ParseError(f"cannot sign: {exc}") from None
         for item in items:
             _sign_item(item, self._keys[0])
