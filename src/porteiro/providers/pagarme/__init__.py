@@ -41,7 +41,8 @@ from porteiro.errors import ConfigError
 from porteiro.providers.jwks import JwksCache
 from porteiro.providers.pagarme.api import PagarmeApi
 from porteiro.providers.pagarme.samples import PagarmeSamples
-from porteiro.providers.pagarme.webhook import _HUB_ALGORITHMS, PagarmeWebhook
+from porteiro.providers.pagarme.signature import HUB_ALGORITHMS
+from porteiro.providers.pagarme.webhook import PagarmeWebhook
 
 DEFAULT_JWKS_URL = "https://hubapi.pagar.me/.well-known/jwks.json"
 
@@ -76,7 +77,7 @@ def _hub_algorithm(source: SourceConfig) -> str:
     """The HMAC `sign()` uses without a signing key: `sha256`, or `sha1` as Pagar.me signs
     v4 postbacks (`signing_hub_algorithm`); `verify` accepts either whatever this says."""
     value = source.option_str("signing_hub_algorithm") or "sha256"
-    if value not in _HUB_ALGORITHMS:
+    if value not in HUB_ALGORITHMS:
         raise ConfigError(f"source {source.name!r}: signing_hub_algorithm must be sha1 or sha256")
     return value
 

@@ -18,14 +18,10 @@ from porteiro.providers import fields
 from porteiro.providers.api_json import get_json_object
 from porteiro.providers.base import snapshot_key
 from porteiro.providers.jwks import JwksCache
-from porteiro.providers.pagarme.webhook import (
-    ASYMMETRIC_HEADER,
-    STATUS_KINDS,
-    _ancillary_str,
-    _refunded,
-    _time,
-    parse_asymmetric_header,
-)
+from porteiro.providers.pagarme.ancillary import ancillary_str, read_time
+from porteiro.providers.pagarme.kinds import STATUS_KINDS
+from porteiro.providers.pagarme.signature import ASYMMETRIC_HEADER, parse_asymmetric_header
+from porteiro.providers.pagarme.webhook import _refunded
 
 DEFAULT_API_BASE_URL = "https://api.pagar.me/core/v5"
 CHARGES_PAGE = 100  # the API's largest `size`
@@ -87,7 +83,7 @@ class PagarmeApi:
                 if not isinstance(charge, dict) or not isinstance(charge.get("status"), str):
                     raise GatewayError("pagarme GET charges: a charge without status")
                 # Ancillary: a naive time is UTC, an unreadable one keeps the charge in.
-                created = _time(charge.get("created_at"), "created_at", [])
+                created = read_time(charge.get("created_at"), "created_at", [])
                 if created is not None and not since <= created < until:
                     continue  # the API's bounds are inclusive
                 order = charge.get("order")
@@ -122,9 +118,9 @@ def _status_event(object_id: str, collection: str, resource: Mapping[str, Any]) 
         refunded = _refunded(resource, warnings)
     except ParseError as exc:
         raise GatewayError(f"pagarme {collection}/{object_id}: {exc}") from None
-    currency = _ancillary_str(resource, "currency", collection[:-1], warnings, digits=False)
-    reference = _ancillary_str(resource, "code", collection[:-1], warnings)
-    occurred = _time(resource.get("updated_at"), "updated_at", warnings)
+    currency = ancillary_str(resource, "currency", collection[:-1], warnings, digits=False)
+    reference = ancillary_str(resource, "code", collection[:-1], warnings)
+    occurred = read_time(resource.get("updated_at"), "updated_at", warnings)
     kind = STATUS_KINDS.get(status, Kind.OTHER)
     data: dict[str, Any] = {"origin": "reconcile", "status": status}
     refunded_total = None

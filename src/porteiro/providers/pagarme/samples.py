@@ -19,7 +19,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
 from porteiro.providers import signing
 from porteiro.providers.base import SamplePayment, SignedRequest
-from porteiro.providers.pagarme.webhook import ASYMMETRIC_HEADER, HUB_HEADER
+from porteiro.providers.pagarme.signature import ASYMMETRIC_HEADER, HUB_HEADER
 
 _ID_ALPHABET = string.ascii_letters + string.digits
 
