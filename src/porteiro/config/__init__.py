@@ -175,6 +175,21 @@ class AdminConfig:
     metrics_token: str | None = None
 
 
+# The operator's console (/ui) speaks these; docs/ui.md.
+UI_LANGUAGES = ("pt", "en")
+
+
+@dataclass(frozen=True, slots=True)
+class UiConfig:
+    """`[ui]`: the console at /ui (served where /api is). Times are shown in `timezone`
+    (an IANA name), labels in `language`; a login lasts `session_hours`."""
+
+    enabled: bool = True
+    timezone: str = "America/Sao_Paulo"
+    language: str = "pt"
+    session_hours: float = 8.0
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     store_url: str = DEFAULT_STORE_URL
@@ -187,6 +202,7 @@ class Config:
     reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
     destinations: Mapping[str, DestinationConfig] = field(default_factory=dict)
     handlers: HandlersConfig = field(default_factory=HandlersConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
 
 
 def _number(

@@ -10,12 +10,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from porteiro.config import (
     ADMIN_ROLES,
     DEFAULT_CONFIG_PATH,
     DEFAULT_STORE_URL,
     LEGACY_TOKEN_NAME,
+    UI_LANGUAGES,
     AdminConfig,
     AdminToken,
     Config,
@@ -24,6 +26,7 @@ from porteiro.config import (
     ReconcileConfig,
     ServerConfig,
     SourceConfig,
+    UiConfig,
     WorkerConfig,
     _number,
 )
@@ -69,7 +72,7 @@ def load_required_config(path: str | Path | None, env: Mapping[str, str]) -> Con
 # The file's top-level tables.
 _TABLES = frozenset({
     "store", "admin", "sources", "server", "worker", "quarantine", "reconcile",
-    "destinations", "handlers",
+    "destinations", "handlers", "ui",
 })  # fmt: skip
 
 
@@ -98,6 +101,7 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
             name: _destination(name, table) for name, table in _table(data, "destinations").items()
         },
         handlers=_handlers(_table(data, "handlers")),
+        ui=_ui(_table(data, "ui")),
     )
 
 
@@ -145,6 +149,32 @@ def _host_port(where: str, value: str) -> tuple[str, int]:
 def _handlers(table: Mapping[str, Any]) -> HandlersConfig:
     _refuse_unknown_keys("[handlers]", table, _keys_of(HandlersConfig))
     return HandlersConfig(module=_opt_str(table, "module") or None)
+
+
+def _ui(table: Mapping[str, Any]) -> UiConfig:
+    where, defaults = "[ui]", UiConfig()
+    _refuse_unknown_keys(where, table, _keys_of(UiConfig))
+    enabled = table.get("enabled", defaults.enabled)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where} enabled must be true or false")
+    timezone = _opt_str(table, "timezone") or defaults.timezone
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f'{where} timezone: unknown time zone "{timezone}" (an IANA name such as '
+            '"America/Sao_Paulo" or "UTC")'
+        ) from None
+    language = _opt_str(table, "language") or defaults.language
+    if language not in UI_LANGUAGES:
+        raise ConfigError(f"{where} language must be one of {', '.join(UI_LANGUAGES)}")
+    hours = table.get("session_hours", defaults.session_hours)
+    return UiConfig(
+        enabled=enabled,
+        timezone=timezone,
+        language=language,
+        session_hours=_number(where, "session_hours", hours, above=0, high=24 * 30),
+    )
 
 
 def _keys_of(settings: type, *, besides: Iterable[str] = ()) -> frozenset[str]:
