@@ -115,12 +115,7 @@ async def redrive(
     unparseable placeholder is re-parsed instead, since requeueing it as is would only
     fail again."""
     report = ReplayReport()
-    if ids is None:
-        events = await matching_events(runtime.store, filter)
-    else:
-        events = await _events(runtime.store, ids, report)
-        report.skipped = [e.id for e in events if e.status is not EventStatus.DEAD]
-        events = [e for e in events if e.status is EventStatus.DEAD]
+    events = await _dead_events(runtime.store, filter, ids, report)
     unparsed = [e.id for e in events if e.type == UNPARSEABLE_TYPE]
     stored = [e.id for e in events if e.type != UNPARSEABLE_TYPE]
     await _requeue_ids(runtime, stored, report, progress)
@@ -318,3 +313,35 @@ class _Planner:
 async def _event_id(store: Store, source: str, dedup_key: str) -> int | None:
     page = await store.list_events(EventFilter(source=source, dedup_key=dedup_key), None, 1)
     return page.items[0].id if page.items else None
+
+
+async def preview_redrive(
+    runtime: Runtime, filter: EventFilter, *, ids: Sequence[int] | None = None
+) -> ReplayReport:
+    """What `redrive` would do, changing nothing: the transition each dead event would
+    make (an unparseable one: each event its re-parse would yield), in `planned`; events
+    that are not dead in `skipped`, unknown ids in `missing`, as `redrive` reports them."""
+    report = ReplayReport()
+    events = await _dead_events(runtime.store, filter, ids, report)
+    planner = _Planner(runtime)
+    stored = [e for e in events if e.type != UNPARSEABLE_TYPE]
+    await _requeue_known(runtime, stored, True, report, planner)
+    unparsed = [e.id for e in events if e.type == UNPARSEABLE_TYPE]
+    if unparsed:
+        reparsed = await reparse(runtime, unparsed, dry_run=True)
+        report.deliveries = reparsed.deliveries
+        report.planned.extend(reparsed.planned)
+        report.failures.extend(reparsed.failures)
+    return report
+
+
+async def _dead_events(
+    store: Store, filter: EventFilter, ids: Sequence[int] | None, report: ReplayReport
+) -> list[StoredEvent]:
+    """A redrive's selection: the dead events matching `filter`, or those among `ids`
+    (the others noted in the report: not dead in `skipped`, unknown in `missing`)."""
+    if ids is None:
+        return await matching_events(store, filter)
+    events = await _events(store, ids, report)
+    report.skipped = [e.id for e in events if e.status is not EventStatus.DEAD]
+    return [e for e in events if e.status is EventStatus.DEAD]
