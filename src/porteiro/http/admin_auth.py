@@ -79,6 +79,14 @@ class Tokens:
     def configured(self) -> bool:
         return bool(self._entries)
 
+    def named(self, name: str) -> tuple[bytes, Caller] | None:
+        """The token of that name and whose it is (the console's session key comes from
+        it, porteiro.ui.session); None once the token is gone from the configuration."""
+        for token, caller in self._entries:
+            if caller.name == name:
+                return token, caller
+        return None
+
     def caller(self, presented: bytes | None) -> Caller | None:
         if presented is None:
             return None
@@ -149,18 +157,24 @@ class Guard:
         return endpoint
 
     async def _audit(self, caller: Caller, action: str, done: Operated) -> None:
-        status = done.response.status_code
-        outcome = "ok" if status < 400 else "forbidden" if status == 403 else "rejected"
-        entry = AuditEntry(caller.name, action, done.parameters, done.affected, outcome)
-        try:
-            await audit.record(self._runtime.store, entry, self._runtime.clock())
-        except StoreUnavailable:
-            # The action is done (or refused) either way: its answer still goes back, and
-            # this line keeps the record the table could not take.
-            logger().error(
-                "audit.unrecorded", action="audit.unrecorded", audit_action=action,
-                token_name=caller.name, affected=done.affected, outcome=outcome,
-            )  # fmt: skip
+        await audit_operation(self._runtime, caller, action, done)
+
+
+async def audit_operation(runtime: Runtime, caller: Caller, action: str, done: Operated) -> None:
+    """The audit row of one operator action, by its answer's status: `ok`, `forbidden`
+    (403) or `rejected` (another 4xx). The API's and the console's actions alike."""
+    status = done.response.status_code
+    outcome = "ok" if status < 400 else "forbidden" if status == 403 else "rejected"
+    entry = AuditEntry(caller.name, action, done.parameters, done.affected, outcome)
+    try:
+        await audit.record(runtime.store, entry, runtime.clock())
+    except StoreUnavailable:
+        # The action is done (or refused) either way: its answer still goes back, and
+        # this line keeps the record the table could not take.
+        logger().error(
+            "audit.unrecorded", action="audit.unrecorded", audit_action=action,
+            token_name=caller.name, affected=done.affected, outcome=outcome,
+        )  # fmt: skip
 
 
 def _forbidden(caller: Caller) -> Response:

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from porteiro.config.load import load_config, load_required_config
@@ -36,6 +36,7 @@ from porteiro.jobs.watch import check_roles
 from porteiro.observability import configure_logging, logger, multiprocess
 from porteiro.runtime import Runtime
 from porteiro.store.migrations import SchemaMismatch
+from porteiro.ui import console_routes
 
 Background = Callable[[], Awaitable[None]]
 
@@ -153,10 +154,11 @@ def create_app(
     )
 
 
-def admin_routes(runtime: Runtime, probes: Probes) -> list[Route]:
-    """/metrics and every /api route."""
+def admin_routes(runtime: Runtime, probes: Probes) -> list[BaseRoute]:
+    """/metrics, every /api route and the console (/ui)."""
     guard = Guard(runtime)
     return [
+        *console_routes(runtime),
         Route("/metrics", metrics_guard(runtime.config, probes.metrics), methods=["GET"]),
         *AdminApi(runtime).routes(guard),
         *destination_routes(runtime, guard),
@@ -166,7 +168,7 @@ def admin_routes(runtime: Runtime, probes: Probes) -> list[Route]:
 
 
 def admin_app(runtime: Runtime) -> Starlette:
-    """The `[admin] listen` listener's app: /metrics, /api and the probes, no webhooks.
+    """The `[admin] listen` listener's app: /metrics, /api, /ui and the probes, no webhooks.
     No lifespan: it runs beside create_app's app, on the same runtime and event loop,
     whose lifespan opens and closes the runtime (porteiro.cli.serve)."""
     probes = Probes(runtime)

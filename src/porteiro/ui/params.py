@@ -1,0 +1,87 @@
+"""What an operator types into the console's search forms, read as the store's filters
+(pure). Bad input is a BadRequest (a 400 page that says what was wrong), as on the API.
+
+Dates are days in the operator's time zone (`<input type="date">`): `since` is the day's
+first instant, `until` includes the whole day. Amounts are written as people write them
+(`150`, `150,00`, `1.234,56`, `1,234.56`) and searched in minor units.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import date, datetime, time, timedelta, tzinfo
+from typing import Any
+
+from porteiro.http.admin import event_filter
+from porteiro.http.params import BadRequest, optional_text, parse_enum
+from porteiro.model import PaymentState
+from porteiro.store.base import EventFilter
+from porteiro.store.console_verbs import PaymentFilter
+
+_AMOUNT = re.compile(r"^\d{1,3}([.,]\d{3})*([.,]\d{1,2})?$|^\d+([.,]\d{1,2})?$")
+
+
+def parse_amount(value: str) -> int:
+    """Minor units from `150`, `150,5`, `1.234,56` or `1,234.56`."""
+    text = value.strip().replace(" ", "").removeprefix("R$")
+    if not _AMOUNT.fullmatch(text) or len(text) > 20:
+        raise BadRequest(f"invalid amount {value[:30]!r}: write it as 150,00 or 150.00")
+    decimals = ""
+    separators = [i for i, char in enumerate(text) if char in ".,"]
+    if separators and len(text) - separators[-1] - 1 in (1, 2):
+        decimals = text[separators[-1] + 1 :]
+        text = text[: separators[-1]]
+    whole = text.replace(".", "").replace(",", "")
+    return int(whole) * 100 + int(decimals.ljust(2, "0") or 0)
+
+
+def parse_day(value: str, name: str, zone: tzinfo, *, end: bool = False) -> datetime:
+    """The first instant of the day `value` (YYYY-MM-DD) in `zone`, or with `end`, of the
+    day after: an `until` day is included whole."""
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(f"invalid {name} {value[:30]!r}: expected a date, 2026-12-03") from None
+    if end:
+        day += timedelta(days=1)
+    return datetime.combine(day, time(0), tzinfo=zone)
+
+
+def payment_filter(params: Mapping[str, Any], zone: tzinfo) -> PaymentFilter:
+    state = optional_text(params, "state")
+    amount = optional_text(params, "amount")
+    since, until = optional_text(params, "since"), optional_text(params, "until")
+    return PaymentFilter(
+        source=optional_text(params, "source"),
+        state=None if state is None else parse_enum(PaymentState, state, "state"),
+        reference=_stripped(optional_text(params, "reference")),
+        object_id=_stripped(optional_text(params, "object_id")),
+        amount=None if amount is None else parse_amount(amount),
+        since=None if since is None else parse_day(since, "since", zone),
+        until=None if until is None else parse_day(until, "until", zone, end=True),
+        anomalous=optional_text(params, "anomalous") == "1",
+    )
+
+
+def events_filter(params: Mapping[str, Any], zone: tzinfo) -> EventFilter:
+    """The API's event filter (porteiro.http.admin.event_filter), its dates as days."""
+    days = {key: params.get(key) for key in ("since", "until")}
+    rest = {key: value for key, value in params.items() if key not in days}
+    found = event_filter(rest)
+    since, until = (optional_text(days, key) for key in ("since", "until"))
+    return EventFilter(
+        source=found.source,
+        status=found.status,
+        kind=found.kind,
+        object_id=found.object_id,
+        dedup_key=found.dedup_key,
+        reference=found.reference,
+        since=None if since is None else parse_day(since, "since", zone),
+        until=None if until is None else parse_day(until, "until", zone, end=True),
+    )
+
+
+def _stripped(value: str | None) -> str | None:
+    """An id pasted with spaces around it is the id."""
+    return None if value is None else value.strip() or None
