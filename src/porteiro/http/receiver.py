@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import httpx
-import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from porteiro import storable
-from porteiro.errors import AuthenticationError, ParseError, PorteiroError, StoreUnavailable
+from porteiro.errors import AuthenticationError, ParseError, StoreUnavailable
+from porteiro.http.body import (
+    BodyTooLarge,
+    body_too_large,
+    declared_over,
+    json_error,
+    read_capped,
+    receive_rest,
+)
+from porteiro.http.client_cert import client_cert_der, client_cert_subject
 from porteiro.http.redact import Redaction, redactions
 from porteiro.model import WARNINGS_KEY, InboundRequest, ParsedEvent
 from porteiro.observability import logger
@@ -55,96 +61,22 @@ PREPARE_TIMEOUT_SECONDS = 3.0
 # For a provider that no configured source names (tests building a Runtime by hand).
 _DEFAULT_REDACTION = Redaction()
 
+# The app, the admin API and tests import these from here (the body and certificate
+# helpers included, though they live in porteiro.http.body and porteiro.http.client_cert).
+__all__ = [
+    "OUTCOMES",
+    "UNKNOWN_SOURCE_LABEL",
+    "BodyTooLarge",
+    "Receiver",
+    "body_too_large",
+    "client_cert_der",
+    "client_cert_subject",
+    "json_error",
+    "read_capped",
+    "webhook_source",
+]
+
 Prepare = Callable[[InboundRequest, httpx.AsyncClient], Awaitable[None]]
-
-
-def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        orjson.dumps({"error": message}),
-        status_code=status,
-        headers=headers,
-        media_type="application/json",
-    )
-
-
-def client_cert_subject(scope: Scope) -> str | None:
-    """The verified TLS client certificate subject, if the server checked one.
-
-    Reads the ASGI TLS extension (`client_cert_name`, only when `client_cert_error` is
-    empty), which `porteiro serve` fills when it terminates TLS (porteiro.http.tls). A trusted
-    proxy's verified-client headers are not read here: which proxies are trusted is a
-    per-source setting, so the adapter (providers/pix/auth.py) honours them itself.
-    """
-    tls = _verified_tls(scope)
-    name = tls.get("client_cert_name") if tls else None
-    return name if isinstance(name, str) and name else None
-
-
-def client_cert_der(scope: Scope) -> bytes | None:
-    """The verified client certificate (DER), so an adapter can re-check it against its
-    own CA bundle: porteiro.http.tls's `client_cert_der`, else the first PEM of the standard
-    `client_cert_chain` that other ASGI servers fill."""
-    tls = _verified_tls(scope)
-    if not tls:
-        return None
-    der = tls.get("client_cert_der")
-    if isinstance(der, bytes) and der:
-        return der
-    chain = tls.get("client_cert_chain")
-    if isinstance(chain, list | tuple) and chain and isinstance(chain[0], str):
-        try:
-            return ssl.PEM_cert_to_DER_cert(chain[0])
-        except ValueError:
-            return None
-    return None
-
-
-def _verified_tls(scope: Scope) -> dict[str, Any] | None:
-    tls = (scope.get("extensions") or {}).get("tls")
-    if not isinstance(tls, dict) or tls.get("client_cert_error"):
-        return None
-    return tls
-
-
-class BodyTooLarge(PorteiroError):
-    """The request body exceeds the configured cap."""
-
-
-def declared_over(declared: str | None, cap: int) -> bool:
-    """Whether a Content-Length value announces a body over `cap` (refused before reading)."""
-    return declared is not None and declared.isdigit() and int(declared) > cap
-
-
-def body_too_large(cap: int) -> Response:
-    return json_error(413, f"body over the limit of {cap} bytes")
-
-
-async def read_capped(request: Request, declared: str | None, cap: int) -> bytes:
-    """The body as a stream, refusing early: by Content-Length, or while counting chunks
-    (BodyTooLarge; ClientDisconnect if the client went away mid-body)."""
-    if declared_over(declared, cap):
-        raise BodyTooLarge
-    return await receive_rest(request.receive, b"", cap)
-
-
-async def receive_rest(receive: Receive, first: bytes, cap: int) -> bytes:
-    """The rest of a body whose first chunk was `first`, read from the ASGI receive
-    channel while counting (no Request on the hot path); BodyTooLarge past `cap`."""
-    if len(first) > cap:
-        raise BodyTooLarge
-    chunks = [first]
-    size = len(first)
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 class Receiver:
