@@ -28,8 +28,7 @@ BY_SOURCE = "SELECT * FROM reconcile_reports WHERE source = %(source)s ORDER BY 
 
 
 def port_of(store: Store) -> Port:
-    port: Port = store._port  # type: ignore[attr-defined]
-    return port
+    return store._port
 
 
 async def test_one_query_text_reads_and_writes_on_both_stores(store: Store) -> None:

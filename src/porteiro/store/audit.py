@@ -1,6 +1,6 @@
-"""The audit log's storage verbs, beside the core Store protocol: one row per operator
+"""The audit log's storage verbs, part of the Store (store/base.py): one row per operator
 action (who, what, with which selection, how many rows it changed, how it ended).
-Implemented once for both stores, over their connection port, by store/audit_verbs.py.
+Written once for both stores over the connection port (store/port.py).
 """
 
 from __future__ import annotations
@@ -8,9 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final
 
-from porteiro.store.base import Page
+from porteiro.store import rows
+from porteiro.store.port import Port
+from porteiro.store.read_verbs import newest_first_page
+from porteiro.store.records import Page
+from porteiro.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +37,37 @@ class AuditRecord:
     entry: AuditEntry
 
 
-@runtime_checkable
-class AuditStore(Protocol):
+APPEND: Final = """
+INSERT INTO audit_log (at, token_name, action, parameters, affected, outcome)
+VALUES (%(at)s, %(token_name)s, %(action)s, %(parameters)s, %(affected)s, %(outcome)s)
+RETURNING id"""
+
+NEWEST: Final = "SELECT * FROM audit_log ORDER BY id DESC LIMIT %(limit)s"
+
+OLDER: Final = """
+SELECT * FROM audit_log WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s"""
+
+
+class AuditStore:
+    _port: Port
+
     async def append_audit(self, entry: AuditEntry, now: datetime) -> int:
         """Store one entry at `now`; returns its id."""
+        d = self._port.dialect
+        params = {
+            "at": d.time(now), "token_name": entry.token_name, "action": entry.action,
+            "parameters": d.json(dict(entry.parameters)), "affected": entry.affected,
+            "outcome": entry.outcome,
+        }  # fmt: skip
+        written = await self._port.write_returning(APPEND, [params])
+        return int(written[0]["id"])
 
     async def list_audit(self, cursor: str | None, limit: int) -> Page[AuditRecord]:
         """Newest first; `cursor` is a page's `next` (ValueError when it is not one)."""
+        before = rows.parse_cursor(cursor)
+        params = {"before": before, "limit": max(limit, 0) + 1}
+        found = await self._port.fetch(NEWEST if before is None else OLDER, params)
+        return newest_first_page([record_from_row(row) for row in found], limit)
 
 
 def audit_store(store: object) -> AuditStore:
@@ -47,3 +75,14 @@ def audit_store(store: object) -> AuditStore:
     if not isinstance(store, AuditStore):
         raise TypeError(f"{type(store).__name__} does not implement AuditStore")
     return store
+
+
+def record_from_row(row: Row) -> AuditRecord:
+    entry = AuditEntry(
+        token_name=row["token_name"],
+        action=row["action"],
+        parameters=rows.load_json(row["parameters"]),
+        affected=int(row["affected"]),
+        outcome=row["outcome"],
+    )
+    return AuditRecord(id=int(row["id"]), at=rows.decode_time(row["at"]), entry=entry)

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from porteiro.model import ParsedEvent
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE
 from porteiro.store.postgres.queries import json_param
+from porteiro.store.records import UNPARSEABLE_TYPE
 from porteiro.store.sqlite.executor import sqlite_placeholders
 
 T = TypeVar("T")

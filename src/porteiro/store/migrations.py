@@ -85,6 +85,14 @@ def schema_mismatch(applied: Collection[str], known: Sequence[str]) -> str | Non
     return None
 
 
+def check_schema(applied: Collection[str], dialect: str) -> None:
+    """Raise SchemaMismatch unless the versions `applied` to a `dialect` database are
+    exactly this code's (Store.check_schema, at start-up and on every /readyz)."""
+    problem = schema_mismatch(applied, known_versions(dialect))
+    if problem is not None:
+        raise SchemaMismatch(problem)
+
+
 def _order(version: str) -> tuple[int, str]:
     return (int(version), "") if version.isdigit() else (-1, version)
 

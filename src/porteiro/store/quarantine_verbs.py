@@ -1,6 +1,6 @@
-"""The Store protocol's quarantine (store/base.py): refused requests kept for forensics in
+"""The Store's quarantine (store/base.py): refused requests kept for forensics in
 a bounded table, written once for both stores over the connection port (store/port.py).
-A mixin of SqliteStore and PostgresStore, which give it `_port` and `quarantine_limit`.
+The stores give it `_port` and `quarantine_limit`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class QuarantineVerbs:
     quarantine_limit: int
 
     async def quarantine(self, request: InboundRequest, reason: str, detail: str | None) -> None:
+        """Keep a refused request for forensics; the table is bounded (oldest dropped)."""
         d = self._port.dialect
         params = {
             "source": request.source,

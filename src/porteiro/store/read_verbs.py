@@ -1,6 +1,6 @@
-"""The Store protocol's reads (store/base.py), written once for both stores over the
-connection port (store/port.py): a mixin of SqliteStore and PostgresStore, which give it
-`_port`. Event filters bind every value; their column names come from this module.
+"""The Store's reads (store/base.py), written once for both stores over the connection
+port (store/port.py), which the stores give it (`_port`). Event filters bind every value;
+their column names come from this module.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Final, Protocol, TypeVar
 from porteiro.model import Payment, StoredDelivery, StoredEvent, Transition
 from porteiro.observability.readings import Backlog, Readings
 from porteiro.store import rows
-from porteiro.store.base import EventFilter, Page
 from porteiro.store.dialect import Dialect
 from porteiro.store.port import Params, Port
 from porteiro.store.reconcile import OPEN_STATES
+from porteiro.store.records import EventFilter, Page
 
 GET_EVENT: Final = "SELECT * FROM events WHERE id = %(id)s"
 
@@ -137,6 +137,7 @@ class ReadVerbs:
         return None if found is None else rows.event_from_row(found)
 
     async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
+        """Every delivery that carried this event, oldest first."""
         found = await self._port.fetch(EVENT_DELIVERIES, {"id": event_id})
         return [rows.delivery_from_row(row) for row in found]
 
@@ -145,6 +146,8 @@ class ReadVerbs:
         return None if found is None else rows.delivery_from_row(found)
 
     async def event_delivery_ids(self, filter: EventFilter) -> Sequence[int]:
+        """Distinct ids of deliveries that carried events matching the filter, ascending
+        (used by replay-by-filter, which re-parses them)."""
         where, params = event_conditions(self._port.dialect, filter)
         found = await self._port.fetch(event_delivery_ids_query(where), params)
         return [int(row["delivery_id"]) for row in found]
@@ -154,11 +157,14 @@ class ReadVerbs:
         return None if found is None else rows.payment_from_row(found)
 
     async def payment_history(self, source: str, object_id: str) -> Sequence[Transition]:
+        """Every transition of the payment, oldest first."""
         params = {"source": source, "object_id": object_id}
         found = await self._port.fetch(PAYMENT_HISTORY, params)
         return [rows.transition_from_row(row) for row in found]
 
     async def metric_readings(self, now: datetime) -> Readings:
+        """What /metrics reports from the store: backlogs, dead letters, payments past
+        expiry, destination circuits (observability.readings)."""
         d = self._port.dialect
         by_status: dict[str, int] = dict.fromkeys(("pending", "processing", "retrying", "dead"), 0)
         waiting: dict[str, list[tuple[int, datetime]]] = {}

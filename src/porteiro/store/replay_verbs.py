@@ -1,6 +1,6 @@
-"""The Store protocol's replay (store/base.py): requeue events as they are, or re-parse a
+"""The Store's replay (store/base.py): requeue events as they are, or re-parse a
 delivery with the current code. Written once for both stores over the connection port
-(store/port.py): a mixin of SqliteStore and PostgresStore, which give it `_port`.
+(store/port.py), which the stores give it (`_port`).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ class ReplayVerbs:
     _port: Port
 
     async def requeue(self, event_ids: Sequence[int], now: datetime) -> int:
+        """Replay: make these events pending and due now with attempts reset, whatever
+        their status. Returns how many exist."""
         d = self._port.dialect
         ids = sorted(set(event_ids))
         stamp = d.time(now)
@@ -79,6 +81,10 @@ class ReplayVerbs:
     async def reparsed(
         self, delivery_id: int, events: Sequence[ParsedEvent], now: datetime
     ) -> Sequence[int]:
+        """Replay with current code: overwrite the parsed fields of each event (matched on
+        source and dedup_key; inserted if new, linked to the delivery), make them pending
+        and due now with attempts reset; clear the delivery's parse_error and mark its
+        unparseable placeholder `ignored`. Returns the event ids."""
         d = self._port.dialect
         stamp = d.time(now)
 

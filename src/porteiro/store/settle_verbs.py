@@ -1,7 +1,7 @@
-"""The Store protocol's settle verbs (store/base.py): a claimed event ignored, retried
+"""The Store's settle verbs (store/base.py): a claimed event ignored, retried
 later or dead-lettered, fenced by its claim. Written once for both stores over the
-connection port (store/port.py): a mixin of SqliteStore and PostgresStore, which give it
-`_port`. The worker's hot write, `apply_many`, is each store's own.
+connection port (store/port.py), which the stores give it (`_port`). The worker's hot
+write, `apply_many`, is each store's own.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Final
 
 from porteiro.model import EventStatus
-from porteiro.store.base import Claim
 from porteiro.store.port import Port
+from porteiro.store.records import Claim
 
 # Every fenced write matches the claim token while the event is processing; a lost
 # claim (expired and taken over, or requeued) matches no row.
@@ -26,12 +26,15 @@ class SettleVerbs:
     _port: Port
 
     async def ignore(self, claim: Claim, reason: str, now: datetime) -> bool:
+        """Fenced: mark the claimed event `ignored` with the reason."""
         return await self._settle_event(claim, EventStatus.IGNORED, reason, None, now)
 
     async def retry_later(self, claim: Claim, error: str, at: datetime, now: datetime) -> bool:
+        """Fenced: status retrying, next_attempt_at = at, last_error = error."""
         return await self._settle_event(claim, EventStatus.RETRYING, error, at, now)
 
     async def dead_letter(self, claim: Claim, error: str, now: datetime) -> bool:
+        """Fenced: status dead, last_error = error."""
         return await self._settle_event(claim, EventStatus.DEAD, error, None, now)
 
     async def _settle_event(

@@ -60,20 +60,24 @@ from porteiro.errors import PaymentBusy
 from porteiro.model import ParsedEvent, Payment, Transition
 from porteiro.store import rows
 from porteiro.store.apply import Params, Result
-from porteiro.store.base import Application, Applied
 from porteiro.store.postgres.apply_sql import (
     BEGIN,
     CLAIMS_LOST,
     FENCE,
     LIMITS,
-    LOCK as LOCK,  # tests take the payment locks as apply does
     PAYMENTS,
     PAYMENTS_TAKEN,
     RELEASE,
-    TRY_LOCK as TRY_LOCK,
     WRITE_AND_COMMIT,
 )
+from porteiro.store.postgres.apply_sql import (
+    LOCK as LOCK,  # tests take the payment locks as apply does
+)
+from porteiro.store.postgres.apply_sql import (
+    TRY_LOCK as TRY_LOCK,
+)
 from porteiro.store.postgres.outbox import insert_outbox_pg
+from porteiro.store.records import Application, Applied
 
 if TYPE_CHECKING:
     from porteiro.store.outbox import OutboxRow

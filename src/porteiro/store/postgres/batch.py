@@ -31,7 +31,7 @@ from psycopg.types.json import Json
 from porteiro import jsontext
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE, RecordResult, unparseable_dedup_key
+from porteiro.store.records import UNPARSEABLE_TYPE, RecordResult, unparseable_dedup_key
 
 # A duplicate counts and links; it revives a failed event (dead or retrying) by making it
 # due now, but never the unparseable placeholder (NULL key in the arrays: its key is made

@@ -1,21 +1,19 @@
-"""The outbox verbs that differ on PostgreSQL: the claim (a mixin over PostgresStore's
-`_connection` / `_fetch`), and `insert_outbox_pg`, which the ledger transaction calls on
-its own connection. Claims lock with SKIP LOCKED, so any number of relays share a
-destination. The others are written once in store/outbox_verbs.py."""
+"""The outbox's SQL that differs on PostgreSQL: the claim's statement (PostgresStore runs
+it) and `insert_outbox_pg`, which the ledger transaction calls on its own connection.
+Claims lock with SKIP LOCKED, so any number of relays share a destination. The verbs are
+written once in store/outbox.py."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from datetime import datetime
+from typing import Final
 
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from porteiro.store import rows as codec
-from porteiro.store.outbox import OutboxClaim, OutboxRow, row_from_db
+from porteiro.store.outbox import OutboxRow
 
 Connection = AsyncConnection[DictRow]
 
@@ -33,7 +31,7 @@ ORDER BY r.event_id
 ON CONFLICT (destination, event_id) DO NOTHING"""
 
 # Due rows of an active destination, each the earliest not-done row of its payment.
-CLAIM: Final = """
+CLAIM_OUTBOX: Final = """
 UPDATE outbox SET status = 'delivering', attempts = attempts + 1,
     claim_token = %(token)s, lease_until = %(lease_until)s, updated_at = %(now)s
 WHERE id IN (
@@ -72,37 +70,3 @@ async def insert_outbox_pg(conn: Connection, rows: Sequence[OutboxRow], now: dat
     }
     cursor = await conn.execute(INSERT, params)
     return cursor.rowcount
-
-
-class OutboxPostgresMixin:
-    if TYPE_CHECKING:
-
-        def _connection(self) -> AbstractAsyncContextManager[Connection]: ...
-
-        async def _fetch(
-            self, query: str | sql.Composed, params: Sequence[Any] | dict[str, Any]
-        ) -> list[DictRow]: ...
-
-    async def enqueue_outbox(self, rows: Sequence[OutboxRow], now: datetime) -> int:
-        if not rows:
-            return 0
-        async with self._connection() as conn:
-            return await insert_outbox_pg(conn, rows, now)
-
-    async def claim_outbox(
-        self, destination: str, relay_id: str, limit: int, lease: timedelta, now: datetime
-    ) -> Sequence[OutboxClaim]:
-        if limit < 1:
-            return []
-        token = f"{relay_id}:{uuid.uuid4().hex}"
-        lease_until = now + lease
-        params = {
-            "destination": destination,
-            "token": token,
-            "lease_until": lease_until,
-            "now": now,
-            "limit": limit,
-        }
-        found = await self._fetch(CLAIM, params)
-        claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
-        return [OutboxClaim(row, token, lease_until) for row in claimed]

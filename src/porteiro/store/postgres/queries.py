@@ -1,6 +1,6 @@
 """The PostgreSQL store's own queries (migrations, claim, status counts) and its JSON
 parameter. The schema lives in migrations/postgres; the queries both stores share, in
-store/*_verbs.py.
+store/base.py's parts.
 
 Parameters are named (`%(name)s`); every time comes from the caller, never SQL `now()`,
 so tests control the clock.

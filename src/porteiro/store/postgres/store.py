@@ -16,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from operator import itemgetter
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -32,41 +31,19 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from porteiro import jsontext
 from porteiro.errors import ConfigError, StoreUnavailable
-from porteiro.model import (
-    EventStatus,
-    InboundRequest,
-    ParsedEvent,
-    StoredEvent,
-)
+from porteiro.model import EventStatus, InboundRequest, ParsedEvent, StoredEvent
 from porteiro.store import rows
-from porteiro.store.audit_verbs import AuditVerbs
-from porteiro.store.base import (
-    Application,
-    Applied,
-    Claim,
-    RecordResult,
-)
-from porteiro.store.client_verbs import IdempotencyVerbs
+from porteiro.store.base import Application, Applied, RecordResult, Store
 from porteiro.store.group_commit import GroupCommit
-from porteiro.store.lease_verbs import LeaseVerbs
-from porteiro.store.migrations import (
-    SchemaMismatch,
-    known_versions,
-    load_migrations,
-    schema_mismatch,
-)
-from porteiro.store.outbox_verbs import OutboxVerbs
+from porteiro.store.migrations import load_migrations
+from porteiro.store.outbox import OutboxRow
+from porteiro.store.port import Params
 from porteiro.store.postgres import apply as pg_apply
 from porteiro.store.postgres import batch as pg_batch
 from porteiro.store.postgres import commit_probe as pg_commit_probe
 from porteiro.store.postgres import queries as q
-from porteiro.store.postgres.outbox import OutboxPostgresMixin
+from porteiro.store.postgres.outbox import CLAIM_OUTBOX, insert_outbox_pg
 from porteiro.store.postgres.port import PgPort
-from porteiro.store.quarantine_verbs import QuarantineVerbs
-from porteiro.store.read_verbs import ReadVerbs
-from porteiro.store.reconcile_verbs import ReconcileVerbs
-from porteiro.store.replay_verbs import ReplayVerbs
-from porteiro.store.settle_verbs import SettleVerbs
 
 Connection = AsyncConnection[DictRow]
 BATCH_TIMEOUT_SECONDS = 5.0
@@ -74,18 +51,7 @@ BATCH_TIMEOUT_SECONDS = 5.0
 _OPTIONS = {"quarantine_limit", "batch_max", "batch_linger_ms", "batch_concurrency"}
 
 
-class PostgresStore(
-    ReadVerbs,
-    SettleVerbs,
-    ReplayVerbs,
-    QuarantineVerbs,
-    ReconcileVerbs,
-    IdempotencyVerbs,
-    OutboxVerbs,
-    OutboxPostgresMixin,
-    LeaseVerbs,
-    AuditVerbs,
-):
+class PostgresStore(Store):
     def __init__(
         self,
         conninfo: str,
@@ -257,7 +223,6 @@ class PostgresStore(
         return applied
 
     async def schema_versions(self) -> frozenset[str]:
-        """The migration versions recorded as applied (empty: never migrated)."""
         async with self._connection() as conn:
             try:
                 cursor = await conn.execute(q.APPLIED_VERSIONS)
@@ -268,29 +233,16 @@ class PostgresStore(
                 return frozenset()
             return frozenset(row["version"] for row in await cursor.fetchall())
 
-    async def check_schema(self) -> None:
-        problem = schema_mismatch(await self.schema_versions(), known_versions("postgres"))
-        if problem is not None:
-            raise SchemaMismatch(problem)
-
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute(q.PING)
 
     # -- ingest --------------------------------------------------------------------------
 
-    async def record_delivery(
-        self,
-        request: InboundRequest,
-        events: Sequence[ParsedEvent],
-        *,
-        parse_error: str | None = None,
-        give_up_after: float | None = None,
-    ) -> RecordResult:
-        ingest = self._ingest
-        if ingest is None:
-            raise StoreUnavailable("PostgreSQL store is not open")
-        return await ingest.submit(pg_batch.ingest(request, events, parse_error), give_up_after)
+    def _ingest_item(
+        self, request: InboundRequest, events: Sequence[ParsedEvent], parse_error: str | None
+    ) -> pg_batch.Ingest:
+        return pg_batch.ingest(request, events, parse_error)
 
     async def _commit_ingests(self, items: Sequence[pg_batch.Ingest]) -> Sequence[RecordResult]:
         """A batch in ONE statement, so ONE implicit transaction and round trip."""
@@ -308,26 +260,11 @@ class PostgresStore(
 
     # -- work queue ----------------------------------------------------------------------
 
-    async def claim(
-        self, worker_id: str, limit: int, lease: timedelta, now: datetime
-    ) -> Sequence[Claim]:
-        if limit < 1:
-            return []
-        token = uuid.uuid4().hex
-        lease_until = now + lease
-        params = {
-            "token": token,
-            "worker": worker_id,
-            "lease_until": lease_until,
-            "now": now,
-            "limit": limit,
-        }
+    async def _claim_events(self, params: dict[str, Any]) -> Sequence[StoredEvent]:
         async with self._connection() as conn:
             cursor = conn.cursor(row_factory=_claimed_event)
             await cursor.execute(q.CLAIM, params)
-            found = await cursor.fetchall()
-        events = sorted(found, key=lambda event: (event.next_attempt_at or lease_until, event.id))
-        return [Claim(event, token, lease_until.astimezone(UTC)) for event in events]
+            return await cursor.fetchall()
 
     async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109 (protocol)
         deadline = time.monotonic() + timeout
@@ -370,11 +307,20 @@ class PostgresStore(
             with contextlib.suppress(psycopg.Error):
                 await listener.close()
 
-    async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
-        if not batch:
-            return []
+    async def _apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
         async with self._connection() as conn:
             return await pg_apply.apply_many(conn, batch, now)
+
+    # -- outbox (the others: store/outbox.py) --------------------------------------------
+
+    async def enqueue_outbox(self, rows: Sequence[OutboxRow], now: datetime) -> int:
+        if not rows:
+            return 0
+        async with self._connection() as conn:
+            return await insert_outbox_pg(conn, rows, now)
+
+    async def _claim_outbox_rows(self, params: Params) -> Sequence[DictRow]:
+        return await self._fetch(CLAIM_OUTBOX, params)
 
     # -- reads (the others: read_verbs) -------------------------------------------------
 

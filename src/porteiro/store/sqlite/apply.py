@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from porteiro.store import rows
-from porteiro.store.base import Application, Applied
+from porteiro.store.records import Application, Applied
 from porteiro.store.sqlite import queries as q
 from porteiro.store.sqlite.executor import SqliteExecutor, run_inline
 from porteiro.store.sqlite.outbox import insert_outbox_sqlite

@@ -1,19 +1,16 @@
-"""The outbox verbs that differ on SQLite: the claim (a mixin over SqliteStore's `_write` /
-`_lease`), and `insert_outbox_sqlite`, which the ledger transaction calls on its own
-connection. The others are written once in store/outbox_verbs.py."""
+"""The outbox's SQL that differs on SQLite: the claim's statement (SqliteStore runs it)
+and `insert_outbox_sqlite`, which the ledger transaction calls on its own connection.
+The verbs are written once in store/outbox.py."""
 
 from __future__ import annotations
 
 import sqlite3
-import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Final
 
 from porteiro.store import rows as codec
-from porteiro.store.outbox import OutboxClaim, OutboxRow, row_from_db
-
-T = TypeVar("T")
+from porteiro.store.outbox import OutboxRow
 
 INSERT: Final = """
 INSERT INTO outbox
@@ -23,7 +20,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (destination, event_id) DO NOTHING"""
 
 # Due rows of an active destination, each the earliest not-done row of its payment.
-CLAIM: Final = """
+CLAIM_OUTBOX: Final = """
 UPDATE outbox SET status = 'delivering', attempts = attempts + 1, claim_token = :token,
     lease_until = :lease_until, updated_at = :now
 WHERE id IN (
@@ -55,36 +52,3 @@ def insert_outbox_sqlite(db: sqlite3.Connection, rows: Sequence[OutboxRow], now:
         )  # fmt: skip
         inserted += db.execute(INSERT, params).rowcount
     return inserted
-
-
-class OutboxSqliteMixin:
-    if TYPE_CHECKING:
-
-        async def _write(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-        async def _lease(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-    async def enqueue_outbox(self, rows: Sequence[OutboxRow], now: datetime) -> int:
-        return await self._write(insert_outbox_sqlite, rows, now) if rows else 0
-
-    async def claim_outbox(
-        self, destination: str, relay_id: str, limit: int, lease: timedelta, now: datetime
-    ) -> Sequence[OutboxClaim]:
-        if limit < 1:
-            return []
-        token = f"{relay_id}:{uuid.uuid4().hex}"
-        lease_until = now + lease
-        params = {
-            "destination": destination,
-            "token": token,
-            "lease_until": codec.encode_time(lease_until),
-            "now": codec.encode_time(now),
-            "limit": limit,
-        }
-        found = await self._lease(_fetchall, CLAIM, params)  # a lease: no fsync
-        claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
-        return [OutboxClaim(row, token, lease_until) for row in claimed]
-
-
-def _fetchall(db: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[Any]:
-    return db.execute(sql, params).fetchall()

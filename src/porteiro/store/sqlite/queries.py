@@ -1,6 +1,6 @@
 """The SQLite store's own SQL (ingest, claim, apply, migrations, status counts): named
 queries, their parameters and two builders. The schema lives in migrations; the queries
-both stores share, in store/*_verbs.py."""
+both stores share, in store/base.py's parts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from porteiro.model import EventStatus, InboundRequest, Kind, ParsedEvent, Payment
 from porteiro.store import rows
-from porteiro.store.base import UNPARSEABLE_TYPE, unparseable_dedup_key
+from porteiro.store.records import UNPARSEABLE_TYPE, unparseable_dedup_key
 
 BOOTSTRAP: Final = """
 CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -17,47 +17,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote
 
 from porteiro.errors import ConfigError, StoreUnavailable
-from porteiro.model import (
-    EventStatus,
-    InboundRequest,
-    ParsedEvent,
-)
+from porteiro.model import EventStatus, InboundRequest, ParsedEvent, StoredEvent
 from porteiro.store import rows
-from porteiro.store.audit_verbs import AuditVerbs
-from porteiro.store.base import (
-    Application,
-    Applied,
-    Claim,
-    RecordResult,
-)
-from porteiro.store.client_verbs import IdempotencyVerbs
+from porteiro.store.base import Application, Applied, RecordResult, Store
 from porteiro.store.group_commit import GroupCommit
-from porteiro.store.lease_verbs import LeaseVerbs
-from porteiro.store.migrations import (
-    SchemaMismatch,
-    known_versions,
-    load_migrations,
-    schema_mismatch,
-)
-from porteiro.store.outbox_verbs import OutboxVerbs
-from porteiro.store.quarantine_verbs import QuarantineVerbs
-from porteiro.store.read_verbs import ReadVerbs
-from porteiro.store.reconcile_verbs import ReconcileVerbs
-from porteiro.store.replay_verbs import ReplayVerbs
-from porteiro.store.settle_verbs import SettleVerbs
+from porteiro.store.migrations import load_migrations
+from porteiro.store.outbox import OutboxRow
+from porteiro.store.port import Params
 from porteiro.store.sqlite import queries as q
 from porteiro.store.sqlite.apply import apply_many
 from porteiro.store.sqlite.held import run_held
-from porteiro.store.sqlite.outbox import OutboxSqliteMixin
+from porteiro.store.sqlite.outbox import CLAIM_OUTBOX, insert_outbox_sqlite
 from porteiro.store.sqlite.port import SqlitePort
 
 _PREFIX = "sqlite:///"
@@ -77,18 +55,7 @@ class _Ingest:
     parse_error: str | None
 
 
-class SqliteStore(
-    ReadVerbs,
-    SettleVerbs,
-    ReplayVerbs,
-    QuarantineVerbs,
-    ReconcileVerbs,
-    IdempotencyVerbs,
-    OutboxVerbs,
-    OutboxSqliteMixin,
-    LeaseVerbs,
-    AuditVerbs,
-):
+class SqliteStore(Store):
     def __init__(
         self,
         path: str,
@@ -206,13 +173,7 @@ class SqliteStore(
         return applied_now
 
     async def schema_versions(self) -> frozenset[str]:
-        """The migration versions recorded as applied (empty: never migrated)."""
         return await self._call(_schema_versions)
-
-    async def check_schema(self) -> None:
-        problem = schema_mismatch(await self.schema_versions(), known_versions("sqlite"))
-        if problem is not None:
-            raise SchemaMismatch(problem)
 
     async def pragma(self, name: str) -> object:
         """One PRAGMA value of the store's own connection (diagnostics and tests)."""
@@ -226,19 +187,11 @@ class SqliteStore(
 
     # -- ingest --------------------------------------------------------------------------
 
-    async def record_delivery(
-        self,
-        request: InboundRequest,
-        events: Sequence[ParsedEvent],
-        *,
-        parse_error: str | None = None,
-        give_up_after: float | None = None,
-    ) -> RecordResult:
-        ingest = self._ingest
-        if ingest is None:
-            raise StoreUnavailable("the SQLite store is not open")
+    def _ingest_item(
+        self, request: InboundRequest, events: Sequence[ParsedEvent], parse_error: str | None
+    ) -> _Ingest:
         received = rows.encode_time(request.received_at)
-        item = _Ingest(
+        return _Ingest(
             source=request.source,
             received=received,
             delivery=q.delivery_params(request, received, parse_error),
@@ -247,9 +200,9 @@ class SqliteStore(
             else [q.event_params(e, request.source, 0, received) for e in events],
             parse_error=parse_error,
         )
-        result = await ingest.submit(item, give_up_after)
+
+    def _ingested(self) -> None:
         self._work.set()
-        return result
 
     async def _commit_ingests(self, items: Sequence[_Ingest]) -> Sequence[RecordResult]:
         # The batch's statements run on the loop's thread, BEGIN and COMMIT on the
@@ -260,36 +213,25 @@ class SqliteStore(
 
     # -- work queue ----------------------------------------------------------------------
 
-    async def claim(
-        self, worker_id: str, limit: int, lease: timedelta, now: datetime
-    ) -> Sequence[Claim]:
-        if limit < 1:
-            return []
-        token = uuid.uuid4().hex
-        lease_until = now + lease
-        params = {
-            "token": token,
-            "worker": worker_id,
-            "lease_until": rows.encode_time(lease_until),
-            "now": rows.encode_time(now),
-            "limit": limit,
-        }
+    async def _claim_events(self, params: dict[str, Any]) -> Sequence[StoredEvent]:
         claimed = await self._lease(_fetchall, q.CLAIM, params)
-        events = sorted(
-            (rows.event_from_row(row) for row in claimed),
-            key=lambda event: (event.next_attempt_at or lease_until, event.id),
-        )
-        return [Claim(event, token, lease_until.astimezone(UTC)) for event in events]
+        return [rows.event_from_row(row) for row in claimed]
 
     async def wait_for_work(self, timeout: float) -> None:  # noqa: ASYNC109 (protocol)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._work.wait(), timeout)
         self._work.clear()
 
-    async def apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
-        if not batch:
-            return []
+    async def _apply_many(self, batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
         return await self._write(apply_many, batch, rows.encode_time(now))
+
+    # -- outbox (the others: store/outbox.py) --------------------------------------------
+
+    async def enqueue_outbox(self, rows: Sequence[OutboxRow], now: datetime) -> int:
+        return await self._write(insert_outbox_sqlite, rows, now) if rows else 0
+
+    async def _claim_outbox_rows(self, params: Params) -> Sequence[Any]:
+        return await self._lease(_fetchall, CLAIM_OUTBOX, params)  # a lease: no fsync
 
     # -- reads (the others: read_verbs) -------------------------------------------------
 
