@@ -12,7 +12,7 @@ CONFIG ?= porteiro.example.toml
 RUN_STAMP = $(VENV)/.installed-run-stamp
 DEV_STAMP = $(VENV)/.installed-dev-stamp
 
-.PHONY: install run test unit lint format services bench clean
+.PHONY: install run test unit lint format services bench clean screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ $(BENCH_STAMP): $(DEV_STAMP) pyproject.toml
 bench: $(BENCH_STAMP) services
 	@bench/ensure-tools.sh
 	$(BIN)/python bench/run.py
+
+# The console's pictures in docs/ui/ (docs/ui.md shows them), taken by its browser test.
+screenshots: install services
+	PORTEIRO_TEST_SCREENSHOTS=docs/ui $(BIN)/pytest -q tests/e2e/test_ui_browser.py
 
 unit: install
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal tests/unit

@@ -80,3 +80,19 @@ else
   echo "services: promtool is NOT installed (Debian/Ubuntu package prometheus)" >&2
   # Under CI the alert rules' tests then fail (never skip); locally they skip.
 fi
+
+# Chromium (Debian package chromium): the console's browser tests (Playwright drives it;
+# no browser download of Playwright's own).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "services: installing chromium (apt-get install chromium)"
+  chromium_apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
+  as_root "${chromium_apt[@]}" >/dev/null 2>&1 \
+    || { as_root apt-get update -q >/dev/null && as_root "${chromium_apt[@]}" >/dev/null; } || true
+fi
+
+if command -v chromium >/dev/null 2>&1; then
+  echo "services: chromium is $(command -v chromium)"
+else
+  echo "services: chromium is NOT installed (Debian/Ubuntu package chromium)" >&2
+  # Under CI the browser tests then fail (never skip); locally they skip.
+fi

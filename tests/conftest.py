@@ -19,9 +19,10 @@ from tests.support.services import fresh_database
 
 @pytest.fixture(autouse=True)
 def _clean_porteiro_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Configuration is explicit: no test sees a developer's PORTEIRO_* variables."""
+    """Configuration is explicit: no test sees a developer's PORTEIRO_* variables (but
+    the suite's own PORTEIRO_TEST_* settings: PG, CHROMIUM, SCREENSHOTS)."""
     for key in list(os.environ):
-        if key.startswith("PORTEIRO_") and key != "PORTEIRO_TEST_PG":
+        if key.startswith("PORTEIRO_") and not key.startswith("PORTEIRO_TEST_"):
             monkeypatch.delenv(key, raising=False)
 
 

@@ -1,4 +1,4 @@
-"""The services the tests use for real: PostgreSQL and RabbitMQ, and promtool.
+"""The services the tests use for real: PostgreSQL and RabbitMQ, promtool and Chromium.
 
 PORTEIRO_TEST_PG (default postgresql://postgres@127.0.0.1:5432/test) names an admin
 connection to PostgreSQL. Locally an unreachable service skips the tests that need it;
@@ -52,6 +52,19 @@ def require_promtool() -> str:
     if found is None:
         _unavailable("promtool is not installed")
     return found
+
+
+# Debian's chromium (scripts/ensure-services.sh installs it): Playwright drives it, so
+# the suite downloads no browser of its own.
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+
+def require_chromium() -> str:
+    """The path of the Chromium the console's browser tests drive."""
+    for path in (os.environ.get("PORTEIRO_TEST_CHROMIUM", ""), *CHROMIUM_PATHS):
+        if path and os.access(path, os.X_OK):
+            return path
+    _unavailable("chromium is not installed (Debian package chromium)")
 
 
 @contextmanager
