@@ -211,11 +211,13 @@ async def test_a_failing_receiver_gets_compressed_retries_until_delivery(tmp_pat
         # Stripe's first retries: 1 min, 2 min, 4 min; 1200x faster: 50, 100, 200 ms.
         one_paid = {"payments": 1, "seed": 2, "fail_rate": 0.0, "cancel_rate": 0.0,
                     "refund_rate": 0.0, "time_factor": 1200.0, "concurrency": 1}  # fmt: skip
-        async with live_server(failing_proxy(app.url, 6, log)) as proxy:
-            started = time.monotonic()
-            async with fake("stripe", stripe_settings(proxy), **one_paid) as ctl:
-                state = await ctl.done()
-            elapsed = time.monotonic() - started
+        # done() gives up after 30 s, "the fake gateway did not finish": a hang guard that
+        # also fails retries left uncompressed (Stripe's own would take 7 minutes).
+        async with (
+            live_server(failing_proxy(app.url, 6, log)) as proxy,
+            fake("stripe", stripe_settings(proxy), **one_paid) as ctl,
+        ):
+            state = await ctl.done()
         events = await app.settled()
         await assert_truth_matches(app, state)
     hooks = state["webhooks"]
@@ -229,7 +231,6 @@ async def test_a_failing_receiver_gets_compressed_retries_until_delivery(tmp_pat
     assert sorted(len(times) for times in attempts.values()) == [3, 3, 3]
     for first, second, third in attempts.values():
         assert second - first >= 0.045 and third - second >= 0.095
-    assert elapsed < 10
 
 
 async def test_a_receiver_that_never_recovers_gets_the_webhook_given_up(tmp_path: Path) -> None:
