@@ -5,6 +5,7 @@ operator sees which read broke.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -36,3 +37,19 @@ async def get_json_object(
     if not isinstance(body, dict):
         raise GatewayError(f"{what}: expected a JSON object")
     return body
+
+
+def listed(body: Mapping[str, Any], key: str, *, error: str) -> list[Any]:
+    """`body[key]`, one page of a listing, which must be a list; else GatewayError(error)."""
+    items = body.get(key)
+    if not isinstance(items, list):
+        raise GatewayError(error)
+    return items
+
+
+def with_status(item: object, *, error: str) -> dict[str, Any]:
+    """A listed object, which must carry a string `status` (what a status read maps);
+    else GatewayError(error)."""
+    if not isinstance(item, dict) or not isinstance(item.get("status"), str):
+        raise GatewayError(error)
+    return item

@@ -19,6 +19,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import GatewayError, NonRetryable
 from porteiro.model import WARNINGS_KEY, ParsedEvent
 from porteiro.providers import fields
+from porteiro.providers.api_json import listed, with_status
 from porteiro.providers.base import snapshot_key
 from porteiro.providers.mercadopago.payload import TIME_RULE, order_event, payment_event
 
@@ -86,16 +87,14 @@ class MercadoPagoApi:
             "criteria": "asc",
             "limit": SEARCH_PAGE,
         }
+        what = "mercadopago payments search"
         for page in range(MAX_PAGES):
             body = await self._read(
                 "/v1/payments/search", http, {**params, "offset": page * SEARCH_PAGE}
             )
-            results = body.get("results")
-            if not isinstance(results, list):
-                raise GatewayError("mercadopago payments search: no results list")
-            for resource in results:
-                if not isinstance(resource, dict) or not isinstance(resource.get("status"), str):
-                    raise GatewayError("mercadopago payments search: a payment without status")
+            results = listed(body, "results", error=f"{what}: no results list")
+            for item in results:
+                resource = with_status(item, error=f"{what}: a payment without status")
                 created = fields.lenient_time(
                     resource.get("date_created"), field="date_created", rule=TIME_RULE,
                     warnings=[], naive=UTC,
@@ -108,7 +107,7 @@ class MercadoPagoApi:
             total = paging.get("total") if isinstance(paging, dict) else None
             if not results or not isinstance(total, int) or (page + 1) * SEARCH_PAGE >= total:
                 return
-        raise GatewayError(f"mercadopago payments search: more than {MAX_PAGES} pages")
+        raise GatewayError(f"{what}: more than {MAX_PAGES} pages")
 
     def _snapshot(self, event: ParsedEvent) -> ParsedEvent:
         status, detail = event.data.get("status"), event.data.get("status_detail")

@@ -15,7 +15,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import GatewayError, MalformedHeader, ParseError
 from porteiro.model import InboundRequest, Kind, ParsedEvent
 from porteiro.providers import fields
-from porteiro.providers.api_json import get_json_object
+from porteiro.providers.api_json import get_json_object, listed, with_status
 from porteiro.providers.base import snapshot_key
 from porteiro.providers.jwks import JwksCache
 from porteiro.providers.pagarme.ancillary import ancillary_str, read_time
@@ -74,14 +74,12 @@ class PagarmeApi:
             "created_until": until.astimezone(UTC).isoformat(),
             "size": CHARGES_PAGE,
         }
+        what = "pagarme GET charges"
         for page in range(1, MAX_PAGES + 1):
             body = await self._get("charges", {**params, "page": page}, http)
-            data = body.get("data")
-            if not isinstance(data, list):
-                raise GatewayError("pagarme GET charges: no data list in the answer")
-            for charge in data:
-                if not isinstance(charge, dict) or not isinstance(charge.get("status"), str):
-                    raise GatewayError("pagarme GET charges: a charge without status")
+            data = listed(body, "data", error=f"{what}: no data list in the answer")
+            for item in data:
+                charge = with_status(item, error=f"{what}: a charge without status")
                 # Ancillary: a naive time is UTC, an unreadable one keeps the charge in.
                 created = read_time(charge.get("created_at"), "created_at", [])
                 if created is not None and not since <= created < until:
@@ -93,7 +91,7 @@ class PagarmeApi:
             paging = body.get("paging")
             if not data or not isinstance(paging, dict) or not paging.get("next"):
                 return
-        raise GatewayError(f"pagarme GET charges: more than {MAX_PAGES} pages")
+        raise GatewayError(f"{what}: more than {MAX_PAGES} pages")
 
     async def _get(
         self, path: str, params: Mapping[str, str | int], http: httpx.AsyncClient

@@ -19,7 +19,7 @@ from porteiro.errors import GatewayError, NonRetryable, ParseError
 from porteiro.model import Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields
-from porteiro.providers.api_json import get_json, get_json_object
+from porteiro.providers.api_json import get_json, get_json_object, listed
 from porteiro.providers.stripe.webhook import _event, _reference, _snapshot
 
 DEFAULT_API_BASE_URL = "https://api.stripe.com"
@@ -101,9 +101,7 @@ class StripeApi:
             page = await get_json_object(
                 http, f"{base}/v1/events", what="stripe GET events", params=params, headers=headers
             )
-            data = page.get("data")
-            if not isinstance(data, list):
-                raise GatewayError("stripe GET events: no data list in the answer")
+            data = listed(page, "data", error="stripe GET events: no data list in the answer")
             for body in data:
                 try:
                     yield _event(body, self.reference_keys)
