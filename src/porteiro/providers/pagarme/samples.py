@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,37 +21,6 @@ from porteiro.providers.base import SamplePayment, SignedRequest
 from porteiro.providers.pagarme.signature import ASYMMETRIC_HEADER, HUB_HEADER
 
 _ID_ALPHABET = string.ascii_letters + string.digits
-
-
-class PagarmeSamples:
-    """Signed deliveries and payment lifecycles, as Pagar.me sends them."""
-
-    source: SourceConfig
-    _signing_hub: str
-    _secrets: list[bytes]
-    _signing_key: RSAPrivateKey | None
-    _signing_kid: str
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        headers = {"content-type": "application/json"}
-        if self._signing_key is not None:
-            raw = self._signing_key.sign(body, padding.PKCS1v15(), hashes.SHA256())
-            headers[ASYMMETRIC_HEADER] = (
-                f"alg=RS256; kid={self._signing_kid}; signature={signing.encode_base64url(raw)}"
-            )
-        elif self._secrets:
-            digest = signing.hmac_digest(self._secrets[0], body, self._signing_hub)
-            headers[HUB_HEADER] = f"{self._signing_hub}=" + digest.hex()
-        else:
-            raise ConfigError(
-                f"source {self.source.name!r}: signing needs signing_key_file or secrets"
-            )
-        return SignedRequest(body=body, headers=headers)
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        return _sample_bodies(payment, now, rng)
 
 
 def _sample_bodies(payment: SamplePayment, now: datetime, rng: random.Random) -> list[bytes]:
@@ -110,3 +78,32 @@ def _transaction(rng: random.Random, status: str, amount: int) -> dict[str, Any]
 
 def _random_id(rng: random.Random) -> str:
     return "".join(rng.choice(_ID_ALPHABET) for _ in range(16))
+
+
+class PagarmeSamples:
+    """Signed deliveries and payment lifecycles, as Pagar.me sends them."""
+
+    source: SourceConfig
+    _signing_hub: str
+    _secrets: list[bytes]
+    _signing_key: RSAPrivateKey | None
+    _signing_kid: str
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        headers = {"content-type": "application/json"}
+        if self._signing_key is not None:
+            raw = self._signing_key.sign(body, padding.PKCS1v15(), hashes.SHA256())
+            headers[ASYMMETRIC_HEADER] = (
+                f"alg=RS256; kid={self._signing_kid}; signature={signing.encode_base64url(raw)}"
+            )
+        elif self._secrets:
+            digest = signing.hmac_digest(self._secrets[0], body, self._signing_hub)
+            headers[HUB_HEADER] = f"{self._signing_hub}=" + digest.hex()
+        else:
+            raise ConfigError(
+                f"source {self.source.name!r}: signing needs signing_key_file or secrets"
+            )
+        return SignedRequest(body=body, headers=headers)
+
+    # A lifecycle's bodies depend on the payment alone (`sign` adds the source's keys).
+    sample_lifecycle = staticmethod(_sample_bodies)

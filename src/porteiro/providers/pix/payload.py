@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -325,15 +326,15 @@ def _horario(value: Any, field: str, warnings: Warnings) -> datetime | None:
 
 
 def _rejected(event: ParsedEvent, reason: str) -> ParsedEvent:
-    return ParsedEvent(
-        dedup_key=event.dedup_key,
+    """`event` kept for review as kind other: its identity, amount and time stay; what
+    would move money or ask for more (a refunded total, thin, an error) does not."""
+    return replace(
+        event,
         kind=Kind.OTHER,
         type=REJECTED_TYPE,
-        object_id=event.object_id,
-        reference=event.reference,
-        amount=event.amount,
-        currency=event.currency,
-        occurred_at=event.occurred_at,
+        refunded_total=None,
+        thin=False,
+        error=None,
         # No settlement id: a rejected item is no money movement of ours.
         data={**{k: v for k, v in event.data.items() if k != "settlement_id"}, "rejected": reason},
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,25 +25,6 @@ _CARD_DETAILS = {"type": "card", "card": {"brand": "visa", "country": "US", "exp
 def signature_header(secret: bytes, body: bytes, timestamp: int) -> str:
     digest = signing.hmac_digest(secret, f"{timestamp}.".encode() + body)
     return f"t={timestamp},v1={digest.hex()}"
-
-
-class StripeSamples:
-    """Signed deliveries and event lifecycles, as Stripe sends them."""
-
-    _keys: list[bytes]
-
-    def sign(self, body: bytes, now: datetime) -> SignedRequest:
-        headers = {
-            "Content-Type": "application/json; charset=utf-8",
-            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
-            "Stripe-Signature": signature_header(self._keys[0], body, int(now.timestamp())),
-        }
-        return SignedRequest(body=body, headers=headers)
-
-    def sample_lifecycle(
-        self, payment: SamplePayment, now: datetime, rng: random.Random
-    ) -> Sequence[bytes]:
-        return _sample_bodies(payment, now, rng)
 
 
 def _sample_bodies(payment: SamplePayment, now: datetime, rng: random.Random) -> list[bytes]:
@@ -116,3 +96,20 @@ def _request(rng: random.Random) -> dict[str, str]:
 
 def _random_id(rng: random.Random, length: int = 24) -> str:
     return "".join(rng.choice(_ID_ALPHABET) for _ in range(length))
+
+
+class StripeSamples:
+    """Signed deliveries and event lifecycles, as Stripe sends them."""
+
+    _keys: list[bytes]
+
+    def sign(self, body: bytes, now: datetime) -> SignedRequest:
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+            "Stripe-Signature": signature_header(self._keys[0], body, int(now.timestamp())),
+        }
+        return SignedRequest(body=body, headers=headers)
+
+    # A lifecycle's bodies depend on the payment alone (`sign` adds the source's keys).
+    sample_lifecycle = staticmethod(_sample_bodies)
