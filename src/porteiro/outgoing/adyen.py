@@ -10,21 +10,25 @@ carries `paymentMethod`, `returnUrl`, ... `api_base_url` is the Checkout base (e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
-
 import httpx
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError
-from porteiro.outgoing.request import CreateRequest, GatewayReply, merge, required_api_key
+from porteiro.outgoing.request import (
+    ApiKeyCreate,
+    CreateRequest,
+    GatewayReply,
+    merge,
+    required_api_key,
+)
 
 
-class AdyenCreate:
+class AdyenCreate(ApiKeyCreate):
     operation = "adyen.payments.create"
+    id_field = "pspReference"
 
     def __init__(self, source: SourceConfig) -> None:
+        # Adyen has no one API base (test, live and each live prefix): it must be given.
         if not source.api_base_url:
             raise ConfigError(f"source {source.name!r}: Adyen creates need api_base_url")
         merchant = source.option_str("merchant_account")
@@ -50,13 +54,3 @@ class AdyenCreate:
             self.url, json=merge(base, request.extra), headers=headers, timeout=wait
         )
         return GatewayReply.of(response)
-
-    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
-        found = body.get("pspReference")
-        return found if isinstance(found, str) and found else None
-
-    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
-        return request.expires_at
-
-    async def aclose(self) -> None:
-        return None

@@ -11,23 +11,19 @@ every attempt sends the same body). The default method is Pix; `extra` carries `
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import httpx
 
-from porteiro.config import SourceConfig
-from porteiro.outgoing.request import CreateRequest, GatewayReply, merge, required_api_key
+from porteiro.outgoing.request import ApiKeyCreate, CreateRequest, GatewayReply, merge
 from porteiro.providers.mercadopago.api import DEFAULT_API_BASE_URL
 
 
-class MercadoPagoCreate:
+class MercadoPagoCreate(ApiKeyCreate):
     operation = "mercadopago.payments.create"
-
-    def __init__(self, source: SourceConfig) -> None:
-        self.url = (source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/") + "/v1/payments"
-        self.api_key = required_api_key(source)
+    default_base_url = DEFAULT_API_BASE_URL
+    path = "/v1/payments"
 
     def check(self, request: CreateRequest) -> None:
         """Mercado Pago's currency is the account's; it refuses what it cannot take."""
@@ -53,9 +49,3 @@ class MercadoPagoCreate:
         if isinstance(found, bool) or not isinstance(found, int | str) or found == "":
             return None
         return str(found)
-
-    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
-        return request.expires_at
-
-    async def aclose(self) -> None:
-        return None

@@ -9,29 +9,22 @@ Orders are in BRL only. `extra` carries what a real order also needs (`customer`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
-
 import httpx
 
-from porteiro.config import SourceConfig
 from porteiro.outgoing.request import (
+    ApiKeyCreate,
     CreateRequest,
     GatewayReply,
     InvalidRequest,
     merge,
-    required_api_key,
 )
 from porteiro.providers.pagarme.api import DEFAULT_API_BASE_URL
 
 
-class PagarmeCreate:
+class PagarmeCreate(ApiKeyCreate):
     operation = "pagarme.orders.create"
-
-    def __init__(self, source: SourceConfig) -> None:
-        self.url = (source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/") + "/orders"
-        self.api_key = required_api_key(source)
+    default_base_url = DEFAULT_API_BASE_URL
+    path = "/orders"  # `id` of the answer: the order (or_...), what Porteiro's events are keyed by
 
     def check(self, request: CreateRequest) -> None:
         if request.currency != "BRL":
@@ -48,13 +41,3 @@ class PagarmeCreate:
             timeout=wait,
         )  # fmt: skip
         return GatewayReply.of(response)
-
-    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
-        found = body.get("id")  # the order (or_...): what Porteiro's events are keyed by
-        return found if isinstance(found, str) and found else None
-
-    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
-        return request.expires_at
-
-    async def aclose(self) -> None:
-        return None

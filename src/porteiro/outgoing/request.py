@@ -160,3 +160,29 @@ class GatewayCreate(Protocol):
         """When an unpaid payment lapses: the gateway's answer, else the request's."""
 
     async def aclose(self) -> None: ...
+
+
+class ApiKeyCreate:
+    """What the creates called with the source's `api_key` share (a `GatewayCreate`
+    needs `check` and `send` besides): the create URL, `path` under the source's API
+    base (else the gateway's own, `default_base_url`), the created object's id as the
+    answer's `id_field` string, and no expiry of the gateway's own (the request's)."""
+
+    operation: str
+    default_base_url: str
+    path: str
+    id_field = "id"
+
+    def __init__(self, source: SourceConfig) -> None:
+        self.url = (source.api_base_url or self.default_base_url).rstrip("/") + self.path
+        self.api_key = required_api_key(source)
+
+    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
+        found = body.get(self.id_field)
+        return found if isinstance(found, str) and found else None
+
+    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
+        return request.expires_at
+
+    async def aclose(self) -> None:
+        return None

@@ -8,23 +8,20 @@ included) and replays it; the same key with other parameters is a 400
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import httpx
 
-from porteiro.config import SourceConfig
-from porteiro.outgoing.request import CreateRequest, GatewayReply, merge, required_api_key
+from porteiro.outgoing.request import ApiKeyCreate, CreateRequest, GatewayReply, merge
 from porteiro.providers.stripe.api import DEFAULT_API_BASE_URL
 
 
-class StripeCreate:
-    operation = "stripe.payment_intents.create"
+class StripeCreate(ApiKeyCreate):
+    """A PaymentIntent has no expiry of its own: `expires_at` is the request's."""
 
-    def __init__(self, source: SourceConfig) -> None:
-        self.url = (source.api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
-        self.url += "/v1/payment_intents"
-        self.api_key = required_api_key(source)
+    operation = "stripe.payment_intents.create"
+    default_base_url = DEFAULT_API_BASE_URL
+    path = "/v1/payment_intents"
 
     def check(self, request: CreateRequest) -> None:
         """Stripe takes any currency it supports; it says so itself."""
@@ -40,16 +37,6 @@ class StripeCreate:
             timeout=wait,
         )  # fmt: skip
         return GatewayReply.of(response)
-
-    def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
-        found = body.get("id")
-        return found if isinstance(found, str) and found else None
-
-    def expires_at(self, request: CreateRequest, body: Mapping[str, Any]) -> datetime | None:
-        return request.expires_at  # a PaymentIntent has no expiry of its own
-
-    async def aclose(self) -> None:
-        return None
 
 
 def form_pairs(value: Any, prefix: str = "") -> list[tuple[str, str]]:
