@@ -25,9 +25,8 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
-from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, refund_steps
+from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, api, refund_steps
 from porteiro.fakes.idempotency import Verdict, respond
 from porteiro.model import PaymentState
 
@@ -108,13 +107,14 @@ class FakeAdyen(FakeGateway):
 
     # -- the API ------------------------------------------------------------------------
 
-    def routes(self) -> list[BaseRoute]:
-        return [Route("/v71/payments", self._post, methods=["POST"])]
-
-    async def _post(self, request: Request) -> Response:
+    def refusal(self, request: Request) -> Response | None:
         expected = self.settings.api_key
         if expected is not None and request.headers.get("x-api-key") != expected:
             return _error(401, "000", "HTTP Status Response - Unauthorized", "security")
+        return None
+
+    @api("POST", "/v71/payments")
+    async def _post(self, request: Request) -> Response:
         try:
             params = json.loads(await request.body())
             amount = int(params["amount"]["value"])

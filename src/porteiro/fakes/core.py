@@ -1,4 +1,4 @@
-"""The shared engine of `porteiro fake-provider`: the truth, the gateway seam, the app.
+"""The shared engine of `porteiro fake-provider`: the truth and the gateway seam.
 
 The fake owns the TRUTH: payments whose lifecycles are drawn from the seed. A lifecycle is
 a list of `Step`s; applying a step moves the payment forward (the API answers the new
@@ -7,7 +7,9 @@ that moment, so ids, amounts and states always agree between API and webhooks. T
 emitter (fakes/emitter.py) applies the steps and delivers their webhooks with faults.
 
 Each gateway (fakes/stripe.py, ...) subclasses `FakeGateway`: it plans the steps, keeps
-its API objects, serves its API routes and signs with Porteiro's own adapter.
+its API objects, serves its API routes (handlers marked `@api`, behind its `refusal` of
+bad credentials) and signs with Porteiro's own adapter. The app around the routes and
+the /_fake control API are in fakes/control.py.
 """
 
 from __future__ import annotations
@@ -17,16 +19,15 @@ import base64
 import binascii
 import random
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from porteiro.config import SourceConfig
@@ -122,6 +123,29 @@ class Step:
     apply: Callable[[], Sequence[Webhook]]
 
 
+Handler = Callable[[Request], Awaitable[Response]]
+H = TypeVar("H", bound=Callable[..., Awaitable[Response]])
+_API_MARK = "_fake_api_route"
+
+
+@dataclass(frozen=True, slots=True)
+class _Marked:
+    method: str
+    path: str
+    public: bool
+
+
+def api(method: str, path: str, *, public: bool = False) -> Callable[[H], H]:
+    """Serve the decorated handler at `method path` (see `FakeGateway.routes`); `public`:
+    without the credential check (a token or key endpoint checks its own)."""
+
+    def mark(handler: H) -> H:
+        setattr(handler, _API_MARK, _Marked(method, path, public))
+        return handler
+
+    return mark
+
+
 class FakeGateway:
     """Base of every fake gateway: truth, planning helpers, auth, signing."""
 
@@ -161,6 +185,19 @@ class FakeGateway:
         raise NotImplementedError
 
     def routes(self) -> list[BaseRoute]:
+        """The API: this gateway's handlers marked `@api`, in the order they are defined
+        (Starlette tries them in order), each behind `refusal` unless marked public."""
+        table: list[BaseRoute] = []
+        for name, member in vars(type(self)).items():
+            marked: _Marked | None = getattr(member, _API_MARK, None)
+            if marked is not None:
+                handler = getattr(self, name)
+                endpoint = handler if marked.public else partial(self._guarded, handler)
+                table.append(Route(marked.path, endpoint, methods=[marked.method]))
+        return table
+
+    def refusal(self, request: Request) -> Response | None:
+        """The gateway's answer to a request without valid credentials; None lets it in."""
         raise NotImplementedError
 
     def sign(self, webhook: Webhook, now: datetime) -> SignedRequest:
@@ -208,6 +245,15 @@ class FakeGateway:
         if header == f"Bearer {expected}":
             return True
         return basic_user(header) == expected
+
+    def existing(self, object_id: str) -> FakePayment | None:
+        """The payment the API answers for: known, and its first step happened."""
+        payment = self.payments.get(object_id)
+        return payment if payment is not None and payment.exists else None
+
+    async def _guarded(self, handler: Handler, request: Request) -> Response:
+        refused = self.refusal(request)
+        return refused if refused is not None else await handler(request)
 
     def state_json(self, now: datetime) -> list[dict[str, Any]]:
         return [p.to_json(now) for p in self.payments.values() if p.exists]
@@ -318,49 +364,3 @@ def parse_time(text: str | None) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def json_response(body: Mapping[str, Any] | list[Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(body, status_code=status)
-
-
-def control_routes(
-    state: Callable[[], dict[str, Any]],
-    start: Callable[[], None],
-    done: Callable[[], bool],
-    faults: Callable[[Mapping[str, Any]], dict[str, Any]],
-) -> list[BaseRoute]:
-    """The /_fake control API (JSON, no auth)."""
-
-    async def get_state(_: Request) -> Response:
-        return json_response(state())
-
-    async def post_start(_: Request) -> Response:
-        start()
-        return json_response({"started": True})
-
-    async def get_done(_: Request) -> Response:
-        return json_response({"done": done()})
-
-    async def post_faults(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            return json_response({"error": "body must be a JSON object"}, 400)
-        try:
-            return json_response(faults(body))
-        except ValueError as exc:
-            return json_response({"error": str(exc)}, 400)
-
-    return [
-        Route("/_fake/state", get_state, methods=["GET"]),
-        Route("/_fake/start", post_start, methods=["POST"]),
-        Route("/_fake/done", get_done, methods=["GET"]),
-        Route("/_fake/faults", post_faults, methods=["POST"]),
-    ]
-
-
-def build_app(routes: Sequence[BaseRoute], lifespan: Any = None) -> Starlette:
-    return Starlette(routes=list(routes), lifespan=lifespan)

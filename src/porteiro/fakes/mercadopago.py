@@ -24,7 +24,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
 from porteiro.fakes.core import (
     FakeGateway,
@@ -32,6 +31,7 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
+    api,
     parse_time,
     refund_steps,
 )
@@ -128,29 +128,16 @@ class FakeMercadoPago(FakeGateway):
 
     # -- the API ------------------------------------------------------------------------
 
-    def routes(self) -> list[BaseRoute]:
-        return [
-            Route("/v1/payments/search", self._search, methods=["GET"]),
-            Route("/v1/payments/{id}", self._get, methods=["GET"]),
-            Route("/v1/payments", self._post, methods=["POST"]),
-        ]
-
-    def _bearer(self, request: Request) -> bool:
+    def refusal(self, request: Request) -> Response | None:
         expected = self.settings.api_key
         header = request.headers.get("authorization", "")
-        return header.startswith("Bearer ") and (expected is None or header == f"Bearer {expected}")
+        if header.startswith("Bearer ") and (expected is None or header == f"Bearer {expected}"):
+            return None
+        return _error(401, "unauthorized", "invalid access token")
 
-    async def _get(self, request: Request) -> Response:
-        if not self._bearer(request):
-            return _error(401, "unauthorized", "invalid access token")
-        payment = self.payments.get(request.path_params["id"])
-        if payment is None or not payment.exists:
-            return _error(404, "not_found", "Payment not found")
-        return JSONResponse(payment.native["payment"])
-
+    # Before GET /v1/payments/{id}, which would take "search" for an id.
+    @api("GET", "/v1/payments/search")
     async def _search(self, request: Request) -> Response:
-        if not self._bearer(request):
-            return _error(401, "unauthorized", "invalid access token")
         query = request.query_params
         field = query.get("range", "date_created")
         if field not in ("date_created", "date_last_updated", "date_approved"):
@@ -180,9 +167,15 @@ class FakeMercadoPago(FakeGateway):
         paging = {"total": len(chosen), "limit": limit, "offset": offset}
         return JSONResponse({"paging": paging, "results": results})
 
+    @api("GET", "/v1/payments/{id}")
+    async def _get(self, request: Request) -> Response:
+        payment = self.existing(request.path_params["id"])
+        if payment is None:
+            return _error(404, "not_found", "Payment not found")
+        return JSONResponse(payment.native["payment"])
+
+    @api("POST", "/v1/payments")
     async def _post(self, request: Request) -> Response:
-        if not self._bearer(request):
-            return _error(401, "unauthorized", "invalid access token")
         try:
             params = json.loads(await request.body())
             amount = int(Decimal(str(params["transaction_amount"])).scaleb(2))

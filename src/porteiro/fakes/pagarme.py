@@ -31,7 +31,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
 from porteiro.errors import ConfigError
 from porteiro.fakes.core import (
@@ -40,6 +39,7 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
+    api,
     basic_user,
     card_steps,
     exponential,
@@ -164,19 +164,13 @@ class FakePagarme(FakeGateway):
 
     # -- the API ------------------------------------------------------------------------
 
-    def routes(self) -> list[BaseRoute]:
-        return [
-            Route("/.well-known/jwks.json", self._jwks, methods=["GET"]),
-            Route("/core/v5/orders/{id}", self._get_order, methods=["GET"]),
-            Route("/core/v5/orders", self._post_order, methods=["POST"]),
-            Route("/core/v5/charges/{id}", self._get_charge, methods=["GET"]),
-            Route("/core/v5/charges", self._list_charges, methods=["GET"]),
-        ]
-
-    def _basic(self, request: Request) -> bool:
+    def refusal(self, request: Request) -> Response | None:
         user = basic_user(request.headers.get("authorization", ""))
-        return user is not None and (self.settings.api_key in (None, user))
+        if user is not None and (self.settings.api_key in (None, user)):
+            return None
+        return _error(401, "Authorization has been denied for this request.")
 
+    @api("GET", "/.well-known/jwks.json", public=True)
     async def _jwks(self, _: Request) -> Response:
         if not self.settings.signing_key_file:
             return JSONResponse({"keys": []})
@@ -190,9 +184,11 @@ class FakePagarme(FakeGateway):
                "n": b64(numbers.n), "e": b64(numbers.e)}  # fmt: skip
         return JSONResponse({"keys": [jwk]})
 
+    @api("GET", "/core/v5/orders/{id}")
     async def _get_order(self, request: Request) -> Response:
         return self._get_payment(request, self.payments, "Order", self._order)
 
+    @api("GET", "/core/v5/charges/{id}")
     async def _get_charge(self, request: Request) -> Response:
         return self._get_payment(request, self.charges, "Charge", self._charge)
 
@@ -205,16 +201,13 @@ class FakePagarme(FakeGateway):
     ) -> Response:
         """GET of an order or a charge by its id: 401 without the key, 404 for an id
         unknown or not created yet."""
-        if not self._basic(request):
-            return _error(401, "Authorization has been denied for this request.")
         payment = by_id.get(request.path_params["id"])
         if payment is None or not payment.exists:
             return _error(404, f"{what} not found")
         return JSONResponse(view(payment))
 
+    @api("GET", "/core/v5/charges")
     async def _list_charges(self, request: Request) -> Response:
-        if not self._basic(request):
-            return _error(401, "Authorization has been denied for this request.")
         query = request.query_params
         since, until = (
             parse_time(query.get("created_since")),
@@ -244,9 +237,8 @@ class FakePagarme(FakeGateway):
             paging["previous"] = f"{request.url.path}?{urlencode({**params, 'page': page - 1})}"
         return JSONResponse({"data": data, "paging": paging})
 
+    @api("POST", "/core/v5/orders")
     async def _post_order(self, request: Request) -> Response:
-        if not self._basic(request):
-            return _error(401, "Authorization has been denied for this request.")
         try:
             params = json.loads(await request.body())
             items = params["items"]

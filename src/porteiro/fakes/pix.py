@@ -29,7 +29,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
 from porteiro.config import SourceConfig
 from porteiro.errors import ParseError
@@ -39,6 +38,7 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
+    api,
     basic_credentials,
     exponential,
     iso,
@@ -158,17 +158,7 @@ class FakePix(FakeGateway):
 
     # -- the API ------------------------------------------------------------------------
 
-    def routes(self) -> list[BaseRoute]:
-        return [
-            Route("/oauth/token", self._token, methods=["POST"]),
-            Route("/v2/cob/{txid}", self._put_cob, methods=["PUT"]),
-            Route("/v2/cob/{txid}", self._get_cob, methods=["GET"]),
-            Route("/v2/pix", self._list_pix, methods=["GET"]),
-            Route("/v2/pix/{e2eid}", self._get_pix, methods=["GET"]),
-            Route("/v2/pix/{e2eid}/devolucao/{id}", self._get_devolucao, methods=["GET"]),
-            Route("/v2/pix/{e2eid}/devolucao/{id}", self._put_devolucao, methods=["PUT"]),
-        ]
-
+    @api("POST", "/oauth/token", public=True)
     async def _token(self, request: Request) -> Response:
         header = request.headers.get("authorization", "")
         given, expected = basic_credentials(header), self.settings.api_key
@@ -187,21 +177,21 @@ class FakePix(FakeGateway):
                   "scope": "cob.read cob.write pix.read pix.write webhook.read"}  # fmt: skip
         return JSONResponse(answer)
 
-    def _bearer_ok(self, request: Request) -> bool:
+    def refusal(self, request: Request) -> Response | None:
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
-        return token in self.tokens or (self.settings.api_key is None and bool(token))
+        if token in self.tokens or (self.settings.api_key is None and bool(token)):
+            return None
+        return _problem(401, "AcessoNegado", "invalid token")
 
+    @api("GET", "/v2/cob/{txid}")
     async def _get_cob(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
-        payment = self.payments.get(request.path_params["txid"])
-        if payment is None or not payment.exists:
+        payment = self.existing(request.path_params["txid"])
+        if payment is None:
             return _problem(404, "CobNaoEncontrado", "cob not found")
         return JSONResponse(payment.native["cob"])
 
+    @api("PUT", "/v2/cob/{txid}")
     async def _put_cob(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
         txid = request.path_params["txid"]
         if not TXID.fullmatch(txid):
             return _problem(400, "CobOperacaoInvalida", "txid must be 26 to 35 letters and digits")
@@ -235,17 +225,15 @@ class FakePix(FakeGateway):
 
         return await respond(self.creates, request, txid, params, create, refuse)
 
+    @api("GET", "/v2/pix/{e2eid}")
     async def _get_pix(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
         pix = self.pix.get(request.path_params["e2eid"])
         if pix is None:
             return _problem(404, "PixNaoEncontrado", "pix not found")
         return JSONResponse(pix)
 
+    @api("GET", "/v2/pix")
     async def _list_pix(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
         query = request.query_params
         start, end = parse_time(query.get("inicio")), parse_time(query.get("fim"))
         if start is None or end is None or end < start:
@@ -273,9 +261,8 @@ class FakePix(FakeGateway):
                 "pix": chosen[page * size : (page + 1) * size]}  # fmt: skip
         return JSONResponse(body)
 
+    @api("GET", "/v2/pix/{e2eid}/devolucao/{id}")
     async def _get_devolucao(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
         pix = self.pix.get(request.path_params["e2eid"])
         found = [
             r for r in (pix or {}).get("devolucoes", []) if r["id"] == request.path_params["id"]
@@ -284,9 +271,8 @@ class FakePix(FakeGateway):
             return _problem(404, "DevolucaoNaoEncontrada", "devolucao not found")
         return JSONResponse(found[0])
 
+    @api("PUT", "/v2/pix/{e2eid}/devolucao/{id}")
     async def _put_devolucao(self, request: Request) -> Response:
-        if not self._bearer_ok(request):
-            return _problem(401, "AcessoNegado", "invalid token")
         e2eid, refund_id = request.path_params["e2eid"], request.path_params["id"]
         pix = self.pix.get(e2eid)
         if pix is None:

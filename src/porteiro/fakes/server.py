@@ -18,7 +18,8 @@ from typing import Any
 from starlette.applications import Starlette
 
 from porteiro.errors import ConfigError
-from porteiro.fakes.core import FakeGateway, Settings, build_app, control_routes
+from porteiro.fakes.control import build_app, control_routes
+from porteiro.fakes.core import FakeGateway, Settings
 from porteiro.fakes.emitter import Emitter
 from porteiro.fakes.idempotency import KeepRawSend
 from porteiro.fakes.scenario import Scenario

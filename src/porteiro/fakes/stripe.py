@@ -25,7 +25,6 @@ from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
 from porteiro.fakes.core import (
     FakeGateway,
@@ -33,6 +32,7 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
+    api,
     card_steps,
     exponential,
     random_id,
@@ -180,20 +180,13 @@ class FakeStripe(FakeGateway):
 
     # -- the API ------------------------------------------------------------------------
 
-    def routes(self) -> list[BaseRoute]:
-        return [
-            Route("/v1/payment_intents/{id}", self._get_intent, methods=["GET"]),
-            Route("/v1/payment_intents", self._create_intent, methods=["POST"]),
-            Route("/v1/charges/{id}", self._get_charge, methods=["GET"]),
-            Route("/v1/events/{id}", self._get_event, methods=["GET"]),
-            Route("/v1/events", self._list_events, methods=["GET"]),
-        ]
+    def refusal(self, request: Request) -> Response | None:
+        return None if self.authorized(request) else _unauthorized()
 
+    @api("GET", "/v1/payment_intents/{id}")
     async def _get_intent(self, request: Request) -> Response:
-        if not self.authorized(request):
-            return _unauthorized()
-        payment = self.payments.get(request.path_params["id"])
-        if payment is None or not payment.exists:
+        payment = self.existing(request.path_params["id"])
+        if payment is None:
             return _missing("payment_intent", request.path_params["id"])
         intent = dict(payment.native["intent"])
         charge_id = intent.get("latest_charge")
@@ -201,26 +194,25 @@ class FakeStripe(FakeGateway):
             intent["latest_charge"] = self.charges[charge_id]
         return JSONResponse(intent)
 
+    @api("GET", "/v1/charges/{id}")
     async def _get_charge(self, request: Request) -> Response:
         return self._get_stored(request, self.charges, "charge")
 
+    @api("GET", "/v1/events/{id}")
     async def _get_event(self, request: Request) -> Response:
         return self._get_stored(request, self.events_by_id, "event")
 
     def _get_stored(
         self, request: Request, objects: Mapping[str, dict[str, Any]], what: str
     ) -> Response:
-        """GET of a stored object by its id: 401 without the key, Stripe's 404 if unknown."""
-        if not self.authorized(request):
-            return _unauthorized()
+        """GET of a stored object by its id: Stripe's 404 if unknown."""
         found = objects.get(request.path_params["id"])
         if found is None:
             return _missing(what, request.path_params["id"])
         return JSONResponse(found)
 
+    @api("GET", "/v1/events")
     async def _list_events(self, request: Request) -> Response:
-        if not self.authorized(request):
-            return _unauthorized()
         query = request.query_params
         try:
             limit = int(query.get("limit", "10"))
@@ -250,9 +242,8 @@ class FakeStripe(FakeGateway):
                 "url": "/v1/events"}  # fmt: skip
         return JSONResponse(body)
 
+    @api("POST", "/v1/payment_intents")
     async def _create_intent(self, request: Request) -> Response:
-        if not self.authorized(request):
-            return _unauthorized()
         try:  # Stripe's API takes application/x-www-form-urlencoded parameters
             params = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
         except (UnicodeDecodeError, ValueError):
