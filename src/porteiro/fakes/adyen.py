@@ -26,8 +26,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, api, refund_steps
+from porteiro.fakes.core import FakeGateway, FakePayment, Outcome, Step, Webhook, refund_steps
 from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.fakes.routes import api
 from porteiro.model import PaymentState
 
 MERCHANT = "PorteiroFake"

@@ -7,9 +7,9 @@ that moment, so ids, amounts and states always agree between API and webhooks. T
 emitter (fakes/emitter.py) applies the steps and delivers their webhooks with faults.
 
 Each gateway (fakes/stripe.py, ...) subclasses `FakeGateway`: it plans the steps, keeps
-its API objects, serves its API routes (handlers marked `@api`, behind its `refusal` of
-bad credentials) and signs with Porteiro's own adapter. The app around the routes and
-the /_fake control API are in fakes/control.py.
+its API objects, serves its API routes (its handlers marked `@api`, fakes/routes.py,
+behind its `refusal` of bad credentials) and signs with Porteiro's own adapter. The app
+around the routes and the /_fake control API are in fakes/control.py.
 """
 
 from __future__ import annotations
@@ -19,19 +19,20 @@ import base64
 import binascii
 import random
 import string
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute
 
 from porteiro.config import SourceConfig
 from porteiro.fakes.idempotency import IdempotentCreates
+from porteiro.fakes.routes import marked_routes
 from porteiro.fakes.scenario import Scenario
 from porteiro.model import PaymentState
 from porteiro.providers import build_provider
@@ -123,29 +124,6 @@ class Step:
     apply: Callable[[], Sequence[Webhook]]
 
 
-Handler = Callable[[Request], Awaitable[Response]]
-H = TypeVar("H", bound=Callable[..., Awaitable[Response]])
-_API_MARK = "_fake_api_route"
-
-
-@dataclass(frozen=True, slots=True)
-class _Marked:
-    method: str
-    path: str
-    public: bool
-
-
-def api(method: str, path: str, *, public: bool = False) -> Callable[[H], H]:
-    """Serve the decorated handler at `method path` (see `FakeGateway.routes`); `public`:
-    without the credential check (a token or key endpoint checks its own)."""
-
-    def mark(handler: H) -> H:
-        setattr(handler, _API_MARK, _Marked(method, path, public))
-        return handler
-
-    return mark
-
-
 class FakeGateway:
     """Base of every fake gateway: truth, planning helpers, auth, signing."""
 
@@ -187,14 +165,7 @@ class FakeGateway:
     def routes(self) -> list[BaseRoute]:
         """The API: this gateway's handlers marked `@api`, in the order they are defined
         (Starlette tries them in order), each behind `refusal` unless marked public."""
-        table: list[BaseRoute] = []
-        for name, member in vars(type(self)).items():
-            marked: _Marked | None = getattr(member, _API_MARK, None)
-            if marked is not None:
-                handler = getattr(self, name)
-                endpoint = handler if marked.public else partial(self._guarded, handler)
-                table.append(Route(marked.path, endpoint, methods=[marked.method]))
-        return table
+        return marked_routes(self, self.refusal)
 
     def refusal(self, request: Request) -> Response | None:
         """The gateway's answer to a request without valid credentials; None lets it in."""
@@ -251,9 +222,10 @@ class FakeGateway:
         payment = self.payments.get(object_id)
         return payment if payment is not None and payment.exists else None
 
-    async def _guarded(self, handler: Handler, request: Request) -> Response:
-        refused = self.refusal(request)
-        return refused if refused is not None else await handler(request)
+    def native_of(self, object_id: str, key: str, missing: Response) -> Response:
+        """GET of an existing payment: its native `key` object, else `missing` (a 404)."""
+        payment = self.existing(object_id)
+        return missing if payment is None else JSONResponse(payment.native[key])
 
     def state_json(self, now: datetime) -> list[dict[str, Any]]:
         return [p.to_json(now) for p in self.payments.values() if p.exists]

@@ -31,11 +31,11 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
-    api,
     parse_time,
     refund_steps,
 )
 from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.fakes.routes import api
 from porteiro.model import PaymentState
 
 LOCAL = timezone(timedelta(hours=-3))  # Mercado Pago answers in the account's zone
@@ -169,10 +169,8 @@ class FakeMercadoPago(FakeGateway):
 
     @api("GET", "/v1/payments/{id}")
     async def _get(self, request: Request) -> Response:
-        payment = self.existing(request.path_params["id"])
-        if payment is None:
-            return _error(404, "not_found", "Payment not found")
-        return JSONResponse(payment.native["payment"])
+        missing = _error(404, "not_found", "Payment not found")
+        return self.native_of(request.path_params["id"], "payment", missing)
 
     @api("POST", "/v1/payments")
     async def _post(self, request: Request) -> Response:

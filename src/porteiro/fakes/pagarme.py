@@ -39,7 +39,6 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
-    api,
     basic_user,
     card_steps,
     exponential,
@@ -48,6 +47,7 @@ from porteiro.fakes.core import (
     random_id,
 )
 from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.fakes.routes import api
 from porteiro.model import PaymentState
 from porteiro.providers.signing import encode_base64url
 

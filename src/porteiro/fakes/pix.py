@@ -38,7 +38,6 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
-    api,
     basic_credentials,
     exponential,
     iso,
@@ -47,6 +46,7 @@ from porteiro.fakes.core import (
     refund_steps,
 )
 from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.fakes.routes import api
 from porteiro.model import PaymentState
 from porteiro.providers.pix.payload import format_valor, minor_units
 from porteiro.providers.pix.samples import EFI_ISPB, body, pix_item, transaction_id
@@ -185,10 +185,8 @@ class FakePix(FakeGateway):
 
     @api("GET", "/v2/cob/{txid}")
     async def _get_cob(self, request: Request) -> Response:
-        payment = self.existing(request.path_params["txid"])
-        if payment is None:
-            return _problem(404, "CobNaoEncontrado", "cob not found")
-        return JSONResponse(payment.native["cob"])
+        missing = _problem(404, "CobNaoEncontrado", "cob not found")
+        return self.native_of(request.path_params["txid"], "cob", missing)
 
     @api("PUT", "/v2/cob/{txid}")
     async def _put_cob(self, request: Request) -> Response:

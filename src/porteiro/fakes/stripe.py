@@ -32,13 +32,13 @@ from porteiro.fakes.core import (
     Outcome,
     Step,
     Webhook,
-    api,
     card_steps,
     exponential,
     random_id,
     unix,
 )
 from porteiro.fakes.idempotency import Verdict, respond
+from porteiro.fakes.routes import api
 from porteiro.model import PaymentState
 
 API_VERSION = "2024-06-20"
