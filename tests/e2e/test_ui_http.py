@@ -372,3 +372,35 @@ async def test_payments_are_paged_by_cursor(
         assert (await http.get("/ui/payments?cursor=not-a-cursor")).status_code == 400
     assert sorted(seen) == [f"pay_{n:03d}" for n in range(55)]
     assert len(seen) == len(set(seen))
+
+
+async def test_the_api_reads_what_the_console_shows(
+    app: Starlette, client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    reader = {"authorization": f"Bearer {READER_TOKEN}"}
+    body = event_body("evt_api", object_id="pay_api", reference="PED-1", amount=990)
+    assert (await post_signed(client, body, "evt_api")).is_success
+    assert (await post_signed(client, body, "evt_api")).is_success
+    assert await Worker(runtime).run_once() == 1
+    await dead_event(client, runtime, "evt_api_dead")
+    found = await client.get("/api/payments", params={"reference": "PED-1"}, headers=reader)
+    assert found.status_code == 200
+    [payment] = found.json()["items"]
+    assert (payment["object_id"], payment["amount"], payment["state"]) == ("pay_api", 990, "paid")
+    assert found.json()["next"] is None and "history" not in payment
+    by_amount = await client.get("/api/payments", params={"amount": "990"}, headers=reader)
+    assert [p["object_id"] for p in by_amount.json()["items"]] == ["pay_api"]
+    for bad in ({"amount": "9,90"}, {"anomalous": "yes"}, {"state": "lost"}, {"cursor": "x"}):
+        assert (await client.get("/api/payments", params=bad, headers=reader)).status_code == 400
+    reasons = (await client.get("/api/dlq/reasons", headers=reader)).json()["items"]
+    assert [(r["source"], r["reason"], r["count"]) for r in reasons] == [
+        ("shop", "merchant down", 1)
+    ]
+    rate = (await client.get("/api/deliveries/rate", headers=reader)).json()["items"]
+    assert sum(item["count"] for item in rate) == 3  # two of evt_api, one of evt_api_dead
+    refused = await client.get("/api/deliveries/rate?minutes=0", headers=reader)
+    assert refused.status_code == 400
+    forged = await client.post("/webhooks/shop", content=b"{}", headers={"webhook-id": "x"})
+    assert forged.status_code == 401
+    quarantined = (await client.get("/api/quarantine/reasons", headers=reader)).json()["items"]
+    assert [(q["source"], q["count"]) for q in quarantined] == [("shop", 1)]

@@ -28,6 +28,7 @@ from porteiro.errors import StoreUnavailable
 from porteiro.http.admin import AdminApi, http_error
 from porteiro.http.admin_audit import audit_routes
 from porteiro.http.admin_auth import Guard, metrics_guard
+from porteiro.http.admin_console import console_routes as console_reads
 from porteiro.http.admin_destinations import destination_routes
 from porteiro.http.admin_reconcile import reconcile_routes
 from porteiro.http.gctune import tune_for_throughput
@@ -164,6 +165,7 @@ def admin_routes(runtime: Runtime, probes: Probes) -> list[BaseRoute]:
         *destination_routes(runtime, guard),
         *reconcile_routes(runtime, guard),
         *audit_routes(runtime, guard),
+        *console_reads(runtime, guard),
     ]
 
 
