@@ -24,7 +24,7 @@ from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, ParseError
 from porteiro.outgoing.request import CreateRequest, GatewayReply, InvalidRequest, merge
 from porteiro.providers.fields import parse_rfc3339
-from porteiro.providers.pix.api import PixApi, client_tls
+from porteiro.providers.pix.client import PixApi, client_tls
 from porteiro.providers.pix.payload import format_valor
 
 TXID_LENGTH = 35  # BCB: a cob's txid is 26 to 35 letters and digits
