@@ -36,17 +36,32 @@ SELECT i, 'stripe', now() - make_interval(days => 30, secs => -i * 0.01), 'POST'
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"""
 _PRELOAD_EVENTS = """
 INSERT INTO events (id, source, dedup_key, kind, type, object_id, reference, amount, currency,
-                    occurred_at, data, status, attempts, first_delivery_id, last_delivery_id,
-                    received_at, updated_at)
+                    occurred_at, data, status, last_error, attempts, first_delivery_id,
+                    last_delivery_id, received_at, updated_at)
 OVERRIDING SYSTEM VALUE
 SELECT i, 'stripe', 'evt_preload' || lpad(i::text, 13, '0'), 'payment.paid',
        'payment_intent.succeeded', 'pi_preload' || lpad((i / 3)::text, 12, '0'),
        'order-p' || (i / 3),
        1000 + i %% 90000, 'BRL', now() - make_interval(days => 30, secs => -i * 0.01),
        '{"object": "payment_intent", "status": "succeeded", "api_version": "2024-06-20"}',
-       'done', 1, i, i, now() - make_interval(days => 30, secs => -i * 0.01),
+       -- One in 5,000 dead, for the console's DLQ pages (a few reasons).
+       CASE WHEN i %% 5000 = 0 THEN 'dead' ELSE 'done' END,
+       CASE WHEN i %% 5000 = 0 THEN 'handler: order ' || (i %% 3) || ' not found' END,
+       1, i, i, now() - make_interval(days => 30, secs => -i * 0.01),
        now() - make_interval(days => 30, secs => 1 - i * 0.01)
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"""
+# The payments those events made (three events per payment, as the events' object ids),
+# for the console's payment pages; one in 997 anomalous. Chunks share a boundary payment.
+_PRELOAD_PAYMENTS = """
+INSERT INTO payments (source, object_id, state, amount, currency, refunded_amount, reference,
+                      version, last_event_at, facts, anomalies, created_at, updated_at)
+SELECT 'stripe', 'pi_preload' || lpad(j::text, 12, '0'), 'paid', 1000 + (3 * j) %% 90000,
+       'BRL', 0, 'order-p' || j, 3, now() - make_interval(days => 30, secs => -j * 0.03), '{}',
+       CASE WHEN j %% 997 = 0 THEN 1 ELSE 0 END,
+       now() - make_interval(days => 30, secs => -j * 0.03),
+       now() - make_interval(days => 30, secs => -j * 0.03)
+FROM generate_series(%(first)s::bigint / 3, %(last)s::bigint / 3) AS j
+ON CONFLICT DO NOTHING"""
 _PRELOAD_HEADERS = (
     '[["host", "127.0.0.1"], ["content-type", "application/json; charset=utf-8"], '
     '["user-agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"], '
@@ -170,8 +185,9 @@ def sketch_schema(url: str) -> None:
 
 
 def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:
-    """Insert `count` stored, done events (and their deliveries); seconds taken. Each
-    event came once, so no event_deliveries row (only repeat deliveries get one).
+    """Insert `count` stored, done events (and their deliveries and payments, one per
+    three events; one event in 5,000 dead); seconds taken. Each event came once, so no
+    event_deliveries row (only repeat deliveries get one).
 
     Server-side generation in chunks: no client round trip per row. PRELOAD_CONNECTIONS
     connections (one PostgreSQL backend per core) take the two tables' chunks from one
@@ -194,7 +210,7 @@ def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:
         last = first + count - 1
         jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         for low in range(first, last + 1, PRELOAD_CHUNK):
-            for query in (_PRELOAD_DELIVERIES, _PRELOAD_EVENTS):
+            for query in (_PRELOAD_DELIVERIES, _PRELOAD_EVENTS, _PRELOAD_PAYMENTS):
                 jobs.put((query, _params(low, min(last, low + PRELOAD_CHUNK - 1), template)))
         with ThreadPoolExecutor(PRELOAD_CONNECTIONS) as pool:
             list(pool.map(_preload_part, [url] * PRELOAD_CONNECTIONS, [jobs] * PRELOAD_CONNECTIONS))
@@ -205,7 +221,7 @@ def preload(url: str, count: int, body: bytes, event_id: bytes) -> float:
                 ),
                 (last,),
             )
-        conn.execute("ANALYZE deliveries, events, event_deliveries")
+        conn.execute("ANALYZE deliveries, events, event_deliveries, payments")
     return time.monotonic() - started
 
 
@@ -245,6 +261,10 @@ def _scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> Any:
     with psycopg.connect(url) as conn:
         row = conn.execute(query, params).fetchone()
     return row[0] if row else None
+
+
+def latest_event_id(url: str) -> int:
+    return int(_scalar(url, "SELECT max(id) FROM events") or 0)
 
 
 def event_count(url: str) -> int:
@@ -288,3 +308,13 @@ def e2e_latency(url: str, since: Any) -> dict[str, float | int | None]:
 
 def table_size(url: str) -> str:
     return str(_scalar(url, "SELECT pg_size_pretty(pg_database_size(current_database()))") or "?")
+
+
+def sample_payment(url: str) -> tuple[str, str] | None:
+    """(object id, reference) of a preloaded payment from the middle of the table."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT object_id, reference FROM payments WHERE source = 'stripe'"
+            " ORDER BY created_at DESC, source DESC, object_id DESC OFFSET 5000 LIMIT 1"
+        ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import loadgen_py, loadgen_wrk, pgdata, report, servers
+from bench import console, loadgen_py, loadgen_wrk, pgdata, report, servers
 from bench import requests as presigned
 from bench.report import Load
 
@@ -493,7 +493,7 @@ def scale(ctx: Context) -> dict[str, Any]:
         stored = target
         size = pgdata.table_size(url)
         say(f"preloaded in {seconds:.0f} s; {pgdata.event_count(url):,} events, {size}")
-        load, empty = scale_step(ctx, config, target)
+        load, empty, pages = scale_step(ctx, config, target)
         steps.append(
             {
                 "stored": target,
@@ -501,13 +501,15 @@ def scale(ctx: Context) -> dict[str, Any]:
                 "database_size": size,
                 "load": load,
                 "empty": empty,
+                "console": pages,
             }
         )
     return {"steps": steps}
 
 
-def scale_step(ctx: Context, config: Path, stored: int) -> tuple[Load, Load]:
-    """The store with `stored` events and a fresh empty one, in turns (as `maxima`)."""
+def scale_step(ctx: Context, config: Path, stored: int) -> tuple[Load, Load, dict[str, Any]]:
+    """The store with `stored` events and a fresh empty one, in turns (as `maxima`);
+    then the console's pages on the full one, the empty one idle (bench/console.py)."""
     empty_config = porteiro_config(ctx, "scale-empty", "pg")
     for path in (config, empty_config):  # every step starts from a clean checkpoint
         pgdata.checkpoint(store_url(path))
@@ -517,4 +519,9 @@ def scale_step(ctx: Context, config: Path, stored: int) -> tuple[Load, Load]:
     ):
         named = f"{stored:,} stored"
         tops = maxima(ctx, [Scenario(named, full, {}), Scenario("empty store", empty, {})])
-    return tops[named], tops["empty store"]
+        url = store_url(config)
+        object_id, reference = pgdata.sample_payment(url) or (None, None)
+        paths = console.pages(object_id, reference, pgdata.latest_event_id(url))
+        say(f"console pages with {stored:,} stored")
+        pages = console.time_pages(f"http://127.0.0.1:{full.ports[0]}", paths)
+    return tops[named], tops["empty store"], pages

@@ -29,7 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: import `bench` as a package from the root
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from bench import loadgen_wrk, pgdata, phases, report, servers
+from bench import console, loadgen_wrk, pgdata, phases, report, servers
 from bench.report import Load, Target
 
 SCENARIOS = ("hello1", "hello2", "naive1", "naive2", "sqlite", "pg1", "pg2")
@@ -232,6 +232,15 @@ def _scale_targets(result: Mapping[str, Any]) -> list[Target]:
         ratio = load.rate / empty.rate if empty.rate else None
         name = f"{step['stored'] / 1e6:g} M stored / empty req/s"
         found.append(report.at_least(name, ratio, 0.80))
+        pages = step.get("console", {})
+        if pages:
+            # The slowest console page's median, each page fetched as an operator does.
+            slowest = max(pages, key=lambda page: pages[page]["median_ms"])
+            worst = pages[slowest]["median_ms"]
+            name = f"console page @{step['stored'] / 1e6:g} M stored (slowest median)"
+            note = slowest + ("" if all(p["statuses"] == [200] for p in pages.values()) else
+                              "; a page did not answer 200")  # fmt: skip
+            found.append(report.at_most(name, worst, console.TARGET_MS, "ms", note))
     return found
 
 
@@ -289,6 +298,11 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
             f"scale: preloaded to {step['stored']:,} events in {step['preload_s']} s "
             f"({step['database_size']})"
         )
+        for page, figures in step.get("console", {}).items():
+            lines.append(
+                f"  console @{step['stored']:,}: {page:<28} median {figures['median_ms']:>6} ms,"
+                f" max {figures['max_ms']:>6} ms  {figures['path']}"
+            )
     if result.get("phase_s"):
         laps = ", ".join(f"{name} {seconds:g} s" for name, seconds in result["phase_s"].items())
         lines.append(f"phases: {laps}")

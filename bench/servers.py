@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bench import console
 from bench import requests as presigned
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +190,9 @@ def write_config(folder: Path, name: str, store_url: str, worker_concurrency: in
         f"""
 [store]
 url = "{store_url}"
+
+[admin]
+token = "{console.ADMIN_TOKEN}"
 
 [worker]
 concurrency = {worker_concurrency}

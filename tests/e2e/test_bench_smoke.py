@@ -250,6 +250,14 @@ def test_scale_phase_measures_each_step_in_turns_with_an_empty_store(tmp_path: P
             assert len(load["detail"]["runs"]) == 2  # two rounds, in turns
         (target,) = [t for t in document["targets"] if "stored / empty" in t["name"]]
         assert target["measured"] == pytest.approx(step["load"]["rate"] / step["empty"]["rate"])
+        # The console's pages on the preloaded store: each answered, each timed.
+        pages = step["console"]
+        assert {"overview", "payments, by order number", "payment timeline"} <= set(pages)
+        for page, figures in pages.items():
+            assert figures["statuses"] == [200], page
+            assert 0 < figures["median_ms"] <= figures["max_ms"], page
+        (slowest,) = [t for t in document["targets"] if t["name"].startswith("console page")]
+        assert slowest["measured"] == max(p["median_ms"] for p in pages.values())
         url = PG_ADMIN_URL.rpartition("/")[0] + "/porteiro_bench_scale"
         with psycopg.connect(url) as conn:
             row = conn.execute("SELECT count(*) FROM events").fetchone()
