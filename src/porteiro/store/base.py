@@ -134,16 +134,10 @@ class Store(
         token. Oldest due first. Concurrent claimers never get the same event."""
         if limit < 1:
             return []
-        d = self._port.dialect
         token = uuid.uuid4().hex
         lease_until = now + lease
-        params = {
-            "token": token,
-            "worker": worker_id,
-            "lease_until": d.time(lease_until),
-            "now": d.time(now),
-            "limit": limit,
-        }
+        params = self._port.dialect.claim_params(token, now, lease_until, limit)
+        params["worker"] = worker_id
         events = sorted(
             await self._claim_events(params),
             key=lambda event: (event.next_attempt_at or lease_until, event.id),

@@ -65,6 +65,17 @@ class Dialect:
             return ""
         return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
 
+    def claim_params(
+        self, token: str, now: datetime, lease_until: datetime, limit: int
+    ) -> dict[str, Any]:
+        """What every claim statement (events, outbox) binds: the fence and the lease."""
+        return {
+            "token": token,
+            "lease_until": self.time(lease_until),
+            "now": self.time(now),
+            "limit": limit,
+        }
+
     def chunks(self, values: Sequence[T]) -> Iterator[Sequence[T]]:
         """`values` in slices that each fit one IN-list."""
         for start in range(0, len(values), self.in_list_max):

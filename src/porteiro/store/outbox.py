@@ -155,16 +155,10 @@ class OutboxStore(ABC):
         its payment. attempts + 1 per claim."""
         if limit < 1:
             return []
-        d = self._port.dialect
         token = f"{relay_id}:{uuid.uuid4().hex}"
         lease_until = now + lease
-        params = {
-            "destination": destination,
-            "token": token,
-            "lease_until": d.time(lease_until),
-            "now": d.time(now),
-            "limit": limit,
-        }
+        params = self._port.dialect.claim_params(token, now, lease_until, limit)
+        params["destination"] = destination
         found = await self._claim_outbox_rows(params)
         claimed = sorted((row_from_db(row) for row in found), key=lambda row: row.id)
         return [OutboxClaim(row, token, lease_until) for row in claimed]
