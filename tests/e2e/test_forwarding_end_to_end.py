@@ -158,8 +158,7 @@ def wait_delivered(
 
 def test_applied_events_reach_the_merchant_once_signed_and_in_order(tmp_path: Path) -> None:
     merchant = Merchant()
-    started = time.monotonic()
-    deadline = started + DEADLINE_SECONDS
+    deadline = time.monotonic() + DEADLINE_SECONDS  # a hang guard, not a speed check
     with live_server_thread(merchant.app(), lifespan="off") as merchant_url:
         config = write_config(tmp_path, merchant_url)
         port = free_port()
@@ -219,4 +218,3 @@ def test_applied_events_reach_the_merchant_once_signed_and_in_order(tmp_path: Pa
 
     # Every 500 aside, each event was delivered once: no spurious re-sends.
     assert len(requests) == len(every_id) + FAILING_PAYMENTS
-    assert time.monotonic() - started < 30

@@ -150,8 +150,10 @@ def test_stalled_connections_neither_starve_deliveries_nor_stay_open(
                 answer = _closed_by_server(sock, deadline)
                 assert answer is not None, "a connection stalled before its body is still open"
             dripper.join(timeout=40)
-            # Cut at the header deadline although it never stopped sending.
-            assert HEADER_SECONDS * 0.9 <= drip.get("cut_after", 1e9) <= HEADER_SECONDS + 20
+            # Cut although it never stopped sending (it would have for 30 s), and not
+            # before the header deadline.
+            assert "cut_after" in drip, "the dripping connection was never cut"
+            assert drip["cut_after"] >= HEADER_SECONDS * 0.9
             # And the server still serves.
             later = post_all(port, lifecycle_bodies(9, datetime.now(UTC)))
             assert all(200 <= status < 300 for status in later), later
