@@ -10,6 +10,22 @@ from collections.abc import Mapping
 from porteiro.model import Kind
 from porteiro.providers import fields
 
+# Warning rules (metric labels: a small fixed set). What each one reads past:
+RULE_NAIVE_TIME = "pagarme.timestamp_without_offset"  # read as UTC
+RULE_BAD_TIME = "pagarme.timestamp_unreadable"  # ignored (no occurred_at)
+RULE_STATUS_AHEAD = "pagarme.status_ahead_of_type"  # the status decided
+RULE_STATUS_BEHIND = "pagarme.status_behind_type"  # the event's name decided
+RULE_FIELD = "pagarme.ancillary_field"  # code/currency/order/last_transaction: odd type
+RULE_LIST = "pagarme.list_as_object"  # `charges` sent as one object: read as a list of one
+RULES = (
+    RULE_NAIVE_TIME,
+    RULE_BAD_TIME,
+    RULE_STATUS_AHEAD,
+    RULE_STATUS_BEHIND,
+    RULE_FIELD,
+    RULE_LIST,
+)
+# v5 events by their `type`.
 V5_KINDS: Mapping[str, Kind] = {
     "order.created": Kind.PAYMENT_CREATED,
     "order.pending": Kind.PAYMENT_CREATED,
@@ -72,21 +88,6 @@ REFUND_TRANSACTIONS = frozenset(
 # Of those, the ones that prove money had been paid (a void of a boleto or of an
 # uncaptured card gives nothing back).
 MONEY_BACK_TRANSACTIONS = frozenset({"refunded", "partial_refunded"})
-# Warning rules (metric labels: a small fixed set). What each one reads past:
-RULE_NAIVE_TIME = "pagarme.timestamp_without_offset"  # read as UTC
-RULE_BAD_TIME = "pagarme.timestamp_unreadable"  # ignored (no occurred_at)
-RULE_STATUS_AHEAD = "pagarme.status_ahead_of_type"  # the status decided
-RULE_STATUS_BEHIND = "pagarme.status_behind_type"  # the event's name decided
-RULE_FIELD = "pagarme.ancillary_field"  # code/currency/order/last_transaction: odd type
-RULE_LIST = "pagarme.list_as_object"  # `charges` sent as one object: read as a list of one
-RULES = (
-    RULE_NAIVE_TIME,
-    RULE_BAD_TIME,
-    RULE_STATUS_AHEAD,
-    RULE_STATUS_BEHIND,
-    RULE_FIELD,
-    RULE_LIST,
-)
 
 
 def v5_kind(

@@ -20,19 +20,10 @@ from porteiro.model import Kind, ParsedEvent
 from porteiro.observability import logger
 from porteiro.providers import fields
 from porteiro.providers.api_json import get_json, get_json_object, listed
+from porteiro.providers.stripe.kinds import STATUS_KINDS
 from porteiro.providers.stripe.webhook import _event, _reference, _snapshot
 
 DEFAULT_API_BASE_URL = "https://api.stripe.com"
-# Status reads: GET /v1/payment_intents/{id}.
-STATUS_KINDS: Mapping[str, Kind] = {
-    "succeeded": Kind.PAYMENT_PAID,
-    "requires_capture": Kind.PAYMENT_AUTHORIZED,
-    "canceled": Kind.PAYMENT_CANCELED,
-    "processing": Kind.PAYMENT_CREATED,
-    "requires_payment_method": Kind.PAYMENT_CREATED,
-    "requires_confirmation": Kind.PAYMENT_CREATED,
-    "requires_action": Kind.PAYMENT_CREATED,
-}
 EVENTS_PAGE = 100  # Stripe's maximum `limit`
 MAX_PAGES = 10_000  # a bound on any window listing (a million events)
 # Ids of objects that are not PaymentIntents (object-id fallbacks): no status read.

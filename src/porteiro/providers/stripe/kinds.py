@@ -1,6 +1,7 @@
 """Stripe's event types as canonical kinds: the fixed table, and the events whose kind
 their object decides (a Checkout Session's `payment_status`, a dispute's `status`, a
-charge's refunded share, a refund that succeeded). Pure: no I/O.
+charge's refunded share, a refund that succeeded), and a PaymentIntent's statuses.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ DISPUTE_KINDS: Mapping[str, Kind] = {
     "warning_closed": Kind.OTHER,
     "prevented": Kind.OTHER,
     "charge_refunded": Kind.OTHER,
+}
+# A PaymentIntent's `status`, for the status reads (GET /v1/payment_intents/{id}, api.py).
+STATUS_KINDS: Mapping[str, Kind] = {
+    "succeeded": Kind.PAYMENT_PAID,
+    "requires_capture": Kind.PAYMENT_AUTHORIZED,
+    "canceled": Kind.PAYMENT_CANCELED,
+    "processing": Kind.PAYMENT_CREATED,
+    "requires_payment_method": Kind.PAYMENT_CREATED,
+    "requires_confirmation": Kind.PAYMENT_CREATED,
+    "requires_action": Kind.PAYMENT_CREATED,
 }
 # Warning rules (metric labels of porteiro_event_warnings_total): see webhook.py.
 RULE_DISPUTE_STATUS = "stripe.dispute_status"
