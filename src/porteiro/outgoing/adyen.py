@@ -24,6 +24,8 @@ from porteiro.outgoing.request import (
 
 
 class AdyenCreate(ApiKeyCreate):
+    """Adyen answers unsupported currencies itself."""
+
     operation = "adyen.payments.create"
     id_field = "pspReference"
 
@@ -37,9 +39,6 @@ class AdyenCreate(ApiKeyCreate):
         self.url = source.api_base_url.rstrip("/") + "/v71/payments"
         self.api_key = required_api_key(source)
         self.merchant_account = merchant
-
-    def check(self, request: CreateRequest) -> None:
-        """Adyen answers unsupported currencies itself."""
 
     async def send(
         self, request: CreateRequest, key: str, http: httpx.AsyncClient, wait: float

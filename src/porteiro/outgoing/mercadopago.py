@@ -21,12 +21,11 @@ from porteiro.providers.mercadopago.api import DEFAULT_API_BASE_URL
 
 
 class MercadoPagoCreate(ApiKeyCreate):
+    """Mercado Pago's currency is the account's; it refuses what it cannot take."""
+
     operation = "mercadopago.payments.create"
     default_base_url = DEFAULT_API_BASE_URL
     path = "/v1/payments"
-
-    def check(self, request: CreateRequest) -> None:
-        """Mercado Pago's currency is the account's; it refuses what it cannot take."""
 
     async def send(
         self, request: CreateRequest, key: str, http: httpx.AsyncClient, wait: float

@@ -166,7 +166,9 @@ class ApiKeyCreate:
     """What the creates called with the source's `api_key` share (a `GatewayCreate`
     needs `check` and `send` besides): the create URL, `path` under the source's API
     base (else the gateway's own, `default_base_url`), the created object's id as the
-    answer's `id_field` string, and no expiry of the gateway's own (the request's)."""
+    answer's `id_field` string, and no expiry of the gateway's own (the request's).
+    `check` passes everything: a gateway that refuses what it cannot take itself says so
+    in its answer."""
 
     operation: str
     default_base_url: str
@@ -176,6 +178,9 @@ class ApiKeyCreate:
     def __init__(self, source: SourceConfig) -> None:
         self.url = (source.api_base_url or self.default_base_url).rstrip("/") + self.path
         self.api_key = required_api_key(source)
+
+    def check(self, request: CreateRequest) -> None:
+        return None
 
     def object_id(self, body: Mapping[str, Any], key: str) -> str | None:
         found = body.get(self.id_field)

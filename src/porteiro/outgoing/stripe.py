@@ -17,14 +17,12 @@ from porteiro.providers.stripe.api import DEFAULT_API_BASE_URL
 
 
 class StripeCreate(ApiKeyCreate):
-    """A PaymentIntent has no expiry of its own: `expires_at` is the request's."""
+    """Stripe takes any currency it supports (it says so itself); a PaymentIntent has no
+    expiry of its own: `expires_at` is the request's."""
 
     operation = "stripe.payment_intents.create"
     default_base_url = DEFAULT_API_BASE_URL
     path = "/v1/payment_intents"
-
-    def check(self, request: CreateRequest) -> None:
-        """Stripe takes any currency it supports; it says so itself."""
 
     async def send(
         self, request: CreateRequest, key: str, http: httpx.AsyncClient, wait: float
