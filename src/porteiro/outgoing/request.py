@@ -3,8 +3,9 @@
 `CreateRequest` is the caller's request, validated and normalised; its `fingerprint`
 (sha256 of the canonical JSON of the inputs and the operation) is what makes reusing an
 idempotency key with another payload an error. `GatewayCreate` is the seam each gateway
-module (client_stripe.py, client_pix.py, ...) implements: it turns a request and a key
-into the gateway's own HTTP call and reads the answer.
+module (stripe.py, pix.py, ...) implements: it turns a request and a key into the
+gateway's own HTTP call and reads the answer; `ApiKeyCreate` holds what the gateways
+called with an API key share.
 """
 
 from __future__ import annotations
