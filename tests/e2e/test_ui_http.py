@@ -163,6 +163,24 @@ async def test_the_session_cookie_is_secure_over_tls(app: Starlette) -> None:
         assert "secure" in done.headers["set-cookie"].lower()
 
 
+async def test_behind_a_tls_proxy_the_cookie_is_secure_over_plain_http(config: Config) -> None:
+    proxied = replace(config, ui=UiConfig(language="en", behind_tls_proxy=True))
+    application = create_app(Runtime.build(proxied), migrate=True)
+    async with application.router.lifespan_context(application), browser(application) as http:
+        form = await http.get("/ui/login")
+        assert "secure" in form.headers["set-cookie"].lower()
+        # The browser talks HTTPS to the proxy, so it sends the Secure cookie back; this
+        # client talks plain HTTP to Porteiro, as the proxy does, and sends it by hand.
+        nonce = hidden(form.text, "nonce")
+        done = await http.post(
+            "/ui/login",
+            data={"nonce": nonce, "token": READER_TOKEN},
+            headers={"cookie": f"porteiro_login={nonce}"},
+        )
+        assert done.status_code == 303
+        assert "secure" in done.headers["set-cookie"].lower()
+
+
 async def test_a_forged_or_foreign_session_is_no_session(app: Starlette) -> None:
     async with browser(app) as http:
         await log_in(http, READER_TOKEN)

@@ -182,12 +182,15 @@ UI_LANGUAGES = ("pt", "en")
 @dataclass(frozen=True, slots=True)
 class UiConfig:
     """`[ui]`: the console at /ui (served where /api is). Times are shown in `timezone`
-    (an IANA name), labels in `language`; a login lasts `session_hours`."""
+    (an IANA name), labels in `language`; a login lasts `session_hours`. With
+    `behind_tls_proxy`, the session cookie is Secure even though the request reached
+    Porteiro over plain HTTP (from a proxy that terminated TLS)."""
 
     enabled: bool = True
     timezone: str = "America/Sao_Paulo"
     language: str = "pt"
     session_hours: float = 8.0
+    behind_tls_proxy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,12 +151,16 @@ def _handlers(table: Mapping[str, Any]) -> HandlersConfig:
     return HandlersConfig(module=_opt_str(table, "module") or None)
 
 
+_UI_FLAGS = ("enabled", "behind_tls_proxy")
+
+
 def _ui(table: Mapping[str, Any]) -> UiConfig:
     where, defaults = "[ui]", UiConfig()
     _refuse_unknown_keys(where, table, _keys_of(UiConfig))
-    enabled = table.get("enabled", defaults.enabled)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"{where} enabled must be true or false")
+    enabled, proxied = (table.get(key, getattr(defaults, key)) for key in _UI_FLAGS)
+    for key, value in zip(_UI_FLAGS, (enabled, proxied), strict=True):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} {key} must be true or false")
     timezone = _opt_str(table, "timezone") or defaults.timezone
     try:
         ZoneInfo(timezone)
@@ -174,6 +178,7 @@ def _ui(table: Mapping[str, Any]) -> UiConfig:
         timezone=timezone,
         language=language,
         session_hours=_number(where, "session_hours", hours, above=0, high=24 * 30),
+        behind_tls_proxy=proxied,
     )
 
 

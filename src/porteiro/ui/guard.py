@@ -59,6 +59,11 @@ class ConsoleGuard:
         self._tokens = Tokens(runtime.config)
         self._render = renderer
         self._lifetime = timedelta(hours=runtime.config.ui.session_hours)
+        self._proxied = runtime.config.ui.behind_tls_proxy
+
+    def secure(self, request: Request) -> bool:
+        """Whether cookies get `Secure`: over TLS, or always behind a TLS-ending proxy."""
+        return self._proxied or request.url.scheme == "https"
 
     @property
     def enabled(self) -> bool:
@@ -80,7 +85,7 @@ class ConsoleGuard:
             sessions.session_cookie(opened, named[0]),
             max_age=int(self._lifetime.total_seconds()),
             path=COOKIE_PATH,
-            secure=request.url.scheme == "https",
+            secure=self.secure(request),
             httponly=True,
             samesite="strict",
         )
@@ -90,7 +95,7 @@ class ConsoleGuard:
         response.delete_cookie(
             SESSION_COOKIE,
             path=COOKIE_PATH,
-            secure=request.url.scheme == "https",
+            secure=self.secure(request),
             httponly=True,
             samesite="strict",
         )

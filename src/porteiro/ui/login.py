@@ -28,7 +28,7 @@ class Login:
         )
         response.set_cookie(
             LOGIN_COOKIE, nonce, max_age=3600, path=COOKIE_PATH,
-            secure=request.url.scheme == "https", httponly=True, samesite="strict",
+            secure=self._guard.secure(request), httponly=True, samesite="strict",
         )  # fmt: skip
         return response
 
