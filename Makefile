@@ -33,6 +33,7 @@ run: $(RUN_STAMP)
 	@echo "In another terminal, send signed test webhooks with:"
 	@echo "  $(BIN)/porteiro --config $(CONFIG) simulate --url http://127.0.0.1:8000 --source standard --count 20 --duplicates 0.3 --shuffle"
 	@echo "then look at them:  $(BIN)/porteiro --config $(CONFIG) events list"
+	@echo "or in the console:  http://127.0.0.1:8000/ui (log in with the config's admin token)"
 	$(BIN)/porteiro --config $(CONFIG) serve
 
 services:
