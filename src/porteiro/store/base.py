@@ -26,6 +26,7 @@ from porteiro.errors import StoreUnavailable
 from porteiro.model import EventStatus, InboundRequest, ParsedEvent, StoredEvent
 from porteiro.store.audit import AuditStore
 from porteiro.store.client import IdempotencyStore
+from porteiro.store.console_verbs import ConsoleVerbs
 from porteiro.store.group_commit import GroupCommit
 from porteiro.store.leases import LeaseStore
 from porteiro.store.migrations import check_schema
@@ -57,6 +58,7 @@ class Store(
     OutboxStore,
     LeaseStore,
     AuditStore,
+    ConsoleVerbs,
     ABC,
 ):
     # The group commit of ingest, built by `open` (None: not open); its items are the

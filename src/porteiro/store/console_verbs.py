@@ -20,9 +20,9 @@ import orjson
 
 from porteiro.model import Payment, PaymentState
 from porteiro.store import rows
-from porteiro.store.records import Page
 from porteiro.store.dialect import Dialect
 from porteiro.store.port import Params, Port
+from porteiro.store.records import Page
 
 
 @dataclass(frozen=True, slots=True)
