@@ -11,6 +11,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import TypeVar
 
 import click
@@ -22,7 +23,7 @@ from porteiro.config import Config
 from porteiro.runtime import check_schema_at_start, utc_now
 from porteiro.sinks import operations
 from porteiro.store import open_store
-from porteiro.store.outbox import OutboxStatus, OutboxStore, outbox_store
+from porteiro.store.outbox import DestinationState, OutboxStatus, OutboxStore, outbox_store
 
 T = TypeVar("T")
 
@@ -72,6 +73,17 @@ def _config_for_destination(ctx: click.Context, name: str) -> Config:
     return config
 
 
+def _switch(
+    ctx: click.Context,
+    name: str,
+    action: str,
+    change: Callable[[OutboxStore, str, datetime], Awaitable[DestinationState]],
+) -> None:
+    """NAME's state changed by `change` (operations.pause or .resume), audited as `action`."""
+    config = _config_for_destination(ctx, name)
+    _audited(config, action, {"name": name}, lambda store: change(store, name, utc_now()))
+
+
 @click.group()
 def destinations() -> None:
     """Merchant delivery: destinations, their outbox and dead letters."""
@@ -107,9 +119,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def pause(ctx: click.Context, name: str) -> None:
     """Stop sending to NAME; its events accumulate in the outbox."""
-    config = _config_for_destination(ctx, name)
-    pause_it = lambda store: operations.pause(store, name, utc_now())  # noqa: E731
-    _audited(config, "destination.pause", {"name": name}, pause_it)
+    _switch(ctx, name, "destination.pause", operations.pause)
     click.echo(f"{name}: paused (events accumulate; `porteiro destinations resume {name}`)")
 
 
@@ -118,9 +128,7 @@ def pause(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def resume(ctx: click.Context, name: str) -> None:
     """Send to NAME again (also re-enables it after a 410 and closes its circuit)."""
-    config = _config_for_destination(ctx, name)
-    resume_it = lambda store: operations.resume(store, name, utc_now())  # noqa: E731
-    _audited(config, "destination.resume", {"name": name}, resume_it)
+    _switch(ctx, name, "destination.resume", operations.resume)
     click.echo(f"{name}: active")
 
 
