@@ -19,7 +19,8 @@ from porteiro.model import PaymentState
 from porteiro.store.base import EventFilter
 from porteiro.store.console_verbs import PaymentFilter
 
-_AMOUNT = re.compile(r"^\d{1,3}([.,]\d{3})*([.,]\d{1,2})?$|^\d+([.,]\d{1,2})?$")
+# ASCII digits only (`\d` would take any script's digits).
+_AMOUNT = re.compile(r"^[0-9]{1,3}([.,][0-9]{3})*([.,][0-9]{1,2})?$|^[0-9]+([.,][0-9]{1,2})?$")
 
 
 def parse_amount(value: str) -> int:

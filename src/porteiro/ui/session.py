@@ -47,10 +47,14 @@ def _encode_name(name: str) -> str:
 
 
 def _decode_name(text: str) -> str | None:
+    """The token name, or None for anything `_encode_name` did not write (decoded
+    strictly: the lenient decoder drops stray characters, so "!!!" read as "")."""
+    padded = (text + "=" * (-len(text) % 4)).encode("ascii", errors="replace")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
+        name = base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
         return None
+    return name or None
 
 
 def new_session(token_name: str, now: datetime, lifetime: timedelta) -> Session:
