@@ -148,6 +148,11 @@ async def test_an_operator_finds_a_payment_replays_a_dead_letter_and_pauses_a_de
     await page.wait_for_selector("#live")
     assert await page.locator("#dead-count").inner_text() == "1"
     await page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    # The overview refreshes its numbers in place (htmx polls /ui/live every 5 s).
+    async with page.expect_response(lambda answer: answer.url.endswith("/ui/live")) as polled:
+        pass
+    assert (await polled.value).status == 200
+    assert await page.locator("#live").count() == 1
 
     # Find the payment by the merchant's order number, read its timeline.
     await page.click("nav >> text=Pagamentos")
@@ -219,6 +224,22 @@ async def test_an_operator_finds_a_payment_replays_a_dead_letter_and_pauses_a_de
     assert page.url == f"{base_url}/ui/login"
     await page.screenshot(path=str(shots / "login.png"))
     assert violations == []
+    await context.close()
+
+
+async def test_the_console_fits_a_phone(base_url: str, browser: Browser, shots: Path) -> None:
+    context = await browser.new_context(
+        viewport={"width": 390, "height": 844}, locale="pt-BR", is_mobile=True
+    )
+    page = await context.new_page()
+    await _log_in(page, base_url, READER_TOKEN)
+    await page.goto(f"{base_url}/ui/payments?reference={ORDER}")
+    await page.click("#payments tbody a")
+    await page.wait_for_selector("#timeline")
+    # Nothing wider than the screen but the tables, which scroll on their own.
+    overflow = await page.evaluate("document.documentElement.scrollWidth")
+    assert overflow <= 390, overflow
+    await page.screenshot(path=str(shots / "phone-payment.png"), full_page=True)
     await context.close()
 
 
