@@ -116,14 +116,9 @@ async def redrive(
     fail again."""
     report = ReplayReport()
     events = await _dead_events(runtime.store, filter, ids, report)
-    unparsed = [e.id for e in events if e.type == UNPARSEABLE_TYPE]
     stored = [e.id for e in events if e.type != UNPARSEABLE_TYPE]
     await _requeue_ids(runtime, stored, report, progress)
-    if unparsed:
-        reparsed = await reparse(runtime, unparsed, dry_run=False)
-        report.deliveries = reparsed.deliveries
-        report.event_ids.extend(reparsed.event_ids)
-        report.failures.extend(reparsed.failures)
+    await _reparse_unparsed(runtime, events, report, dry_run=False)
     return report
 
 
@@ -326,12 +321,7 @@ async def preview_redrive(
     planner = _Planner(runtime)
     stored = [e for e in events if e.type != UNPARSEABLE_TYPE]
     await _requeue_known(runtime, stored, True, report, planner)
-    unparsed = [e.id for e in events if e.type == UNPARSEABLE_TYPE]
-    if unparsed:
-        reparsed = await reparse(runtime, unparsed, dry_run=True)
-        report.deliveries = reparsed.deliveries
-        report.planned.extend(reparsed.planned)
-        report.failures.extend(reparsed.failures)
+    await _reparse_unparsed(runtime, events, report, dry_run=True)
     return report
 
 
@@ -345,3 +335,17 @@ async def _dead_events(
     events = await _events(store, ids, report)
     report.skipped = [e.id for e in events if e.status is not EventStatus.DEAD]
     return [e for e in events if e.status is EventStatus.DEAD]
+
+
+async def _reparse_unparsed(
+    runtime: Runtime, events: Sequence[StoredEvent], report: ReplayReport, *, dry_run: bool
+) -> None:
+    """A redrive's dead unparseable placeholders, re-parsed (requeued as they are, they
+    would only fail again), into `report`."""
+    unparsed = [e.id for e in events if e.type == UNPARSEABLE_TYPE]
+    if unparsed:
+        reparsed = await reparse(runtime, unparsed, dry_run=dry_run)
+        report.deliveries = reparsed.deliveries
+        report.event_ids.extend(reparsed.event_ids)
+        report.planned.extend(reparsed.planned)
+        report.failures.extend(reparsed.failures)

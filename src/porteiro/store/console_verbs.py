@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 
 from porteiro.model import Payment, PaymentState
-from porteiro.store import rows
+from porteiro.store import conditions, rows
 from porteiro.store.dialect import Dialect
 from porteiro.store.port import Params, Port
 from porteiro.store.records import Page
@@ -144,27 +144,15 @@ WHERE received_at >= %(since)s GROUP BY source, {minute} ORDER BY 2, 1"""
 
 
 def payment_conditions(d: Dialect, filter: PaymentFilter) -> tuple[str, Params]:
-    clauses = ["1 = 1"]
-    params: Params = {}
-    for column, value in (
+    equal = (
         ("source", filter.source),
         ("state", None if filter.state is None else filter.state.value),
         ("reference", filter.reference),
         ("object_id", filter.object_id),
         ("amount", filter.amount),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = %({column})s")
-            params[column] = value
-    if filter.since is not None:
-        clauses.append("created_at >= %(since)s")
-        params["since"] = d.time(filter.since)
-    if filter.until is not None:
-        clauses.append("created_at < %(until)s")
-        params["until"] = d.time(filter.until)
-    if filter.anomalous:
-        clauses.append("anomalies > 0")
-    return " AND ".join(clauses), params
+    )
+    where, params = conditions.where(d, equal, "created_at", filter.since, filter.until)
+    return (f"{where} AND anomalies > 0" if filter.anomalous else where), params
 
 
 def payment_cursor(listed: ListedPayment) -> str:

@@ -11,7 +11,7 @@ from typing import Final, Protocol, TypeVar
 
 from porteiro.model import Payment, StoredDelivery, StoredEvent, Transition
 from porteiro.observability.readings import Backlog, Readings
-from porteiro.store import rows
+from porteiro.store import conditions, rows
 from porteiro.store.dialect import Dialect
 from porteiro.store.port import Params, Port
 from porteiro.store.reconcile import OPEN_STATES
@@ -77,26 +77,18 @@ ORDER BY 1"""
 
 def event_conditions(d: Dialect, filter: EventFilter) -> tuple[str, Params]:
     """The WHERE conditions on `events` for a filter, and their parameters."""
-    clauses = ["1 = 1"]
-    params: Params = {}
-    for column, value in (
-        ("source", filter.source),
-        ("status", filter.status),
-        ("kind", filter.kind),
-        ("object_id", filter.object_id),
-        ("dedup_key", filter.dedup_key),
-        ("reference", filter.reference),
-    ):
-        if value is not None:
-            clauses.append(f"events.{column} = %({column})s")
-            params[column] = str(value)
-    if filter.since is not None:
-        clauses.append("events.received_at >= %(since)s")
-        params["since"] = d.time(filter.since)
-    if filter.until is not None:
-        clauses.append("events.received_at < %(until)s")
-        params["until"] = d.time(filter.until)
-    return " AND ".join(clauses), params
+    equal = [
+        (f"events.{column}", None if value is None else str(value))
+        for column, value in (
+            ("source", filter.source),
+            ("status", filter.status),
+            ("kind", filter.kind),
+            ("object_id", filter.object_id),
+            ("dedup_key", filter.dedup_key),
+            ("reference", filter.reference),
+        )
+    ]
+    return conditions.where(d, equal, "events.received_at", filter.since, filter.until)
 
 
 class _Identified(Protocol):
