@@ -3,11 +3,9 @@ each table parsed and checked, unknown keys refused with their path."""
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import fields
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -31,6 +29,14 @@ from porteiro.config import (
     _number,
 )
 from porteiro.config.source_options import SOURCE_FIELDS, source_keys
+from porteiro.config.values import (
+    keys_of,
+    opt_str,
+    positive,
+    refuse_unknown_keys,
+    subtable,
+    whole,
+)
 from porteiro.errors import ConfigError
 from porteiro.model import Kind
 from porteiro.retry import RetryPolicy
@@ -80,28 +86,29 @@ def parse_config(raw: Mapping[str, Any], env: Mapping[str, str]) -> Config:
     data = _interpolate(raw, env)
     if not isinstance(data, dict):
         raise ConfigError("configuration must be a table")
-    _refuse_unknown_keys("", data, _TABLES)
-    store, admin, quarantine = (_table(data, key) for key in ("store", "admin", "quarantine"))
-    _refuse_unknown_keys("[store]", store, {"url"})
-    _refuse_unknown_keys("[admin]", admin, {"token", "tokens", "listen", "metrics_token"})
-    _refuse_unknown_keys("[quarantine]", quarantine, {"limit"})
-    store_url = env.get("PORTEIRO_STORE_URL") or _opt_str(store, "url") or DEFAULT_STORE_URL
-    admin_token = env.get("PORTEIRO_ADMIN_TOKEN") or _opt_str(admin, "token")
-    sources = {name: _source(name, table) for name, table in _table(data, "sources").items()}
+    refuse_unknown_keys("", data, _TABLES)
+    store, admin, quarantine = (subtable(data, key) for key in ("store", "admin", "quarantine"))
+    refuse_unknown_keys("[store]", store, {"url"})
+    refuse_unknown_keys("[admin]", admin, {"token", "tokens", "listen", "metrics_token"})
+    refuse_unknown_keys("[quarantine]", quarantine, {"limit"})
+    store_url = env.get("PORTEIRO_STORE_URL") or opt_str(store, "url") or DEFAULT_STORE_URL
+    admin_token = env.get("PORTEIRO_ADMIN_TOKEN") or opt_str(admin, "token")
+    sources = {name: _source(name, table) for name, table in subtable(data, "sources").items()}
     return Config(
         store_url=store_url,
         admin_token=admin_token or None,
         admin=_admin(admin, legacy=admin_token or None),
         sources=sources,
-        server=_server(_table(data, "server")),
-        worker=_worker(_table(data, "worker")),
-        quarantine_limit=_whole(quarantine, "[quarantine]", "limit", 10_000, 1),
-        reconcile=_reconcile(_table(data, "reconcile")),
+        server=_server(subtable(data, "server")),
+        worker=_worker(subtable(data, "worker")),
+        quarantine_limit=whole(quarantine, "[quarantine]", "limit", 10_000, 1),
+        reconcile=_reconcile(subtable(data, "reconcile")),
         destinations={
-            name: _destination(name, table) for name, table in _table(data, "destinations").items()
+            name: _destination(name, table)
+            for name, table in subtable(data, "destinations").items()
         },
-        handlers=_handlers(_table(data, "handlers")),
-        ui=_ui(_table(data, "ui")),
+        handlers=_handlers(subtable(data, "handlers")),
+        ui=_ui(subtable(data, "ui")),
     )
 
 
@@ -110,12 +117,12 @@ def _admin(table: Mapping[str, Any], *, legacy: str | None) -> AdminConfig:
     `legacy`: it must not share a name or a value with a named one, or the audit log
     could not say whose a request was)."""
     tokens: dict[str, AdminToken] = {}
-    for name, entry in _table(table, "tokens").items():
+    for name, entry in subtable(table, "tokens").items():
         where = f"[admin.tokens.{name}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a table")
-        _refuse_unknown_keys(where, entry, {"token", "role"})
-        token = _opt_str(entry, "token")
+        refuse_unknown_keys(where, entry, {"token", "role"})
+        token = opt_str(entry, "token")
         if not token:
             raise ConfigError(f'{where} needs token = "..."')
         role = entry.get("role", "read")
@@ -129,11 +136,11 @@ def _admin(table: Mapping[str, Any], *, legacy: str | None) -> AdminConfig:
     values = [entry.token for entry in tokens.values()] + ([legacy] if legacy else [])
     if len(set(values)) != len(values):
         raise ConfigError("[admin]: two admin tokens have the same value; give each its own")
-    listen = _opt_str(table, "listen")
+    listen = opt_str(table, "listen")
     return AdminConfig(
         tokens=tokens,
         listen=None if not listen else _host_port("[admin] listen", listen),
-        metrics_token=_opt_str(table, "metrics_token") or None,
+        metrics_token=opt_str(table, "metrics_token") or None,
     )
 
 
@@ -147,8 +154,8 @@ def _host_port(where: str, value: str) -> tuple[str, int]:
 
 
 def _handlers(table: Mapping[str, Any]) -> HandlersConfig:
-    _refuse_unknown_keys("[handlers]", table, _keys_of(HandlersConfig))
-    return HandlersConfig(module=_opt_str(table, "module") or None)
+    refuse_unknown_keys("[handlers]", table, keys_of(HandlersConfig))
+    return HandlersConfig(module=opt_str(table, "module") or None)
 
 
 _UI_FLAGS = ("enabled", "behind_tls_proxy")
@@ -156,12 +163,12 @@ _UI_FLAGS = ("enabled", "behind_tls_proxy")
 
 def _ui(table: Mapping[str, Any]) -> UiConfig:
     where, defaults = "[ui]", UiConfig()
-    _refuse_unknown_keys(where, table, _keys_of(UiConfig))
+    refuse_unknown_keys(where, table, keys_of(UiConfig))
     enabled, proxied = (table.get(key, getattr(defaults, key)) for key in _UI_FLAGS)
     for key, value in zip(_UI_FLAGS, (enabled, proxied), strict=True):
         if not isinstance(value, bool):
             raise ConfigError(f"{where} {key} must be true or false")
-    timezone = _opt_str(table, "timezone") or defaults.timezone
+    timezone = opt_str(table, "timezone") or defaults.timezone
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -169,7 +176,7 @@ def _ui(table: Mapping[str, Any]) -> UiConfig:
             f'{where} timezone: unknown time zone "{timezone}" (an IANA name such as '
             '"America/Sao_Paulo" or "UTC")'
         ) from None
-    language = _opt_str(table, "language") or defaults.language
+    language = opt_str(table, "language") or defaults.language
     if language not in UI_LANGUAGES:
         raise ConfigError(f"{where} language must be one of {', '.join(UI_LANGUAGES)}")
     hours = table.get("session_hours", defaults.session_hours)
@@ -180,38 +187,6 @@ def _ui(table: Mapping[str, Any]) -> UiConfig:
         session_hours=_number(where, "session_hours", hours, above=0, high=24 * 30),
         behind_tls_proxy=proxied,
     )
-
-
-def _keys_of(settings: type, *, besides: Iterable[str] = ()) -> frozenset[str]:
-    """The keys of a table read into the dataclass `settings`: its fields' names, which
-    the loaders below read one by one."""
-    return frozenset(item.name for item in fields(settings)) - set(besides)
-
-
-def _refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
-    """A ConfigError naming every key of `table` (the table at `where`; "" for the top
-    level) that is not in `known`, by its path, with the closest known key when one is
-    close: a typo (`[server] prot`) stops start-up instead of being silently ignored."""
-    choices = sorted(known)
-    unknown = [key for key in table if key not in choices]
-    if not unknown:
-        return
-    problems, far = [], False
-    for key in unknown:
-        close = difflib.get_close_matches(key, choices, n=1)
-        far = far or not close
-        hint = f", did you mean `{close[0]}`?" if close else ""
-        problems.append(f"{_key_path(where, key, table[key])}: unknown key{hint}")
-    # Without a close match, the whole list is the most useful hint.
-    known_list = f" (known: {', '.join(choices)})" if far else ""
-    raise ConfigError("; ".join(problems) + known_list)
-
-
-def _key_path(where: str, key: str, value: Any) -> str:
-    """`[server] prot`; at the top level, the key as the file spells it (`[sever]`)."""
-    if where:
-        return f"{where} {key}"
-    return f"[{key}]" if isinstance(value, dict) else key
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -241,20 +216,6 @@ def _env_value(name: str, env: Mapping[str, str]) -> str:
         raise ConfigError(f"environment variable {name} is referenced but not set") from None
 
 
-def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"[{key}] must be a table")
-    return value
-
-
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{key} must be a string")
-    return value
-
-
 def _source(name: str, table: Any) -> SourceConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"[sources.{name}] must be a table")
@@ -263,7 +224,7 @@ def _source(name: str, table: Any) -> SourceConfig:
         raise ConfigError(f'[sources.{name}] needs provider = "..."')
     known = source_keys(provider)
     if known is not None:  # an unknown provider is porteiro.providers' error to report
-        _refuse_unknown_keys(f"[sources.{name}]", table, known)
+        refuse_unknown_keys(f"[sources.{name}]", table, known)
     secrets = table.get("secrets", [])
     if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
         raise ConfigError(f"[sources.{name}] secrets must be a list of strings")
@@ -271,9 +232,9 @@ def _source(name: str, table: Any) -> SourceConfig:
         name=name,
         provider=provider,
         secrets=tuple(s for s in secrets if s),
-        tolerance_seconds=_whole(table, f"[sources.{name}]", "tolerance_seconds", 300, 0),
-        api_base_url=_opt_str(table, "api_base_url"),
-        api_key=_opt_str(table, "api_key"),
+        tolerance_seconds=whole(table, f"[sources.{name}]", "tolerance_seconds", 300, 0),
+        api_base_url=opt_str(table, "api_base_url"),
+        api_key=opt_str(table, "api_key"),
         options={key: value for key, value in table.items() if key not in SOURCE_FIELDS},
     )
 
@@ -281,29 +242,29 @@ def _source(name: str, table: Any) -> SourceConfig:
 def _server(table: Mapping[str, Any]) -> ServerConfig:
     defaults = ServerConfig()
     where = "[server]"
-    _refuse_unknown_keys(where, table, _keys_of(ServerConfig))
+    refuse_unknown_keys(where, table, keys_of(ServerConfig))
     timeout = table.get("store_timeout_seconds", defaults.store_timeout_seconds)
     retry_after = defaults.retry_after_seconds
     return ServerConfig(
         host=str(table.get("host", defaults.host)),
-        port=_whole(table, where, "port", defaults.port, 0, 65_535),
-        max_body_bytes=_whole(table, where, "max_body_bytes", defaults.max_body_bytes, 1),
-        store_timeout_seconds=_positive(where, "store_timeout_seconds", timeout),
-        retry_after_seconds=_whole(table, where, "retry_after_seconds", retry_after, 0),
-        tls_cert_file=_opt_str(table, "tls_cert_file") or None,
-        tls_key_file=_opt_str(table, "tls_key_file") or None,
-        tls_client_ca_file=_opt_str(table, "tls_client_ca_file") or None,
-        max_inflight=_whole(table, where, "max_inflight", defaults.max_inflight, 1),
-        receivers=_whole(table, where, "receivers", defaults.receivers, 1),
+        port=whole(table, where, "port", defaults.port, 0, 65_535),
+        max_body_bytes=whole(table, where, "max_body_bytes", defaults.max_body_bytes, 1),
+        store_timeout_seconds=positive(where, "store_timeout_seconds", timeout),
+        retry_after_seconds=whole(table, where, "retry_after_seconds", retry_after, 0),
+        tls_cert_file=opt_str(table, "tls_cert_file") or None,
+        tls_key_file=opt_str(table, "tls_key_file") or None,
+        tls_client_ca_file=opt_str(table, "tls_client_ca_file") or None,
+        max_inflight=whole(table, where, "max_inflight", defaults.max_inflight, 1),
+        receivers=whole(table, where, "receivers", defaults.receivers, 1),
         header_timeout_seconds=_server_seconds(table, "header_timeout_seconds", defaults),
         body_timeout_seconds=_server_seconds(table, "body_timeout_seconds", defaults),
         linger_seconds=_server_seconds(table, "linger_seconds", defaults),
-        linger_max_bytes=_whole(table, where, "linger_max_bytes", defaults.linger_max_bytes, 0),
+        linger_max_bytes=whole(table, where, "linger_max_bytes", defaults.linger_max_bytes, 0),
     )
 
 
 def _server_seconds(table: Mapping[str, Any], key: str, defaults: ServerConfig) -> float:
-    return _positive("[server]", key, table.get(key, getattr(defaults, key)))
+    return positive("[server]", key, table.get(key, getattr(defaults, key)))
 
 
 def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -316,22 +277,22 @@ def _worker_flag(table: Mapping[str, Any], key: str, default: bool) -> bool:
 def _worker(table: Mapping[str, Any]) -> WorkerConfig:
     defaults = WorkerConfig()
     where = "[worker]"
-    _refuse_unknown_keys(where, table, _keys_of(WorkerConfig))
+    refuse_unknown_keys(where, table, keys_of(WorkerConfig))
     lease = table.get("lease_seconds", defaults.lease_seconds)
     poll = table.get("poll_interval_seconds", defaults.poll_interval_seconds)
     return WorkerConfig(
-        concurrency=_whole(table, where, "concurrency", defaults.concurrency, 1),
-        batch_size=_whole(table, where, "batch_size", defaults.batch_size, 1),
-        lease_seconds=_positive(where, "lease_seconds", lease),
-        poll_interval_seconds=_positive(where, "poll_interval_seconds", poll),
+        concurrency=whole(table, where, "concurrency", defaults.concurrency, 1),
+        batch_size=whole(table, where, "batch_size", defaults.batch_size, 1),
+        lease_seconds=positive(where, "lease_seconds", lease),
+        poll_interval_seconds=positive(where, "poll_interval_seconds", poll),
         prefetch=_worker_flag(table, "prefetch", defaults.prefetch),
         gather_ms=_number(where, "gather_ms", table.get("gather_ms", defaults.gather_ms), 0, 1000),
-        retry=_retry_policy(where, _table(table, "retry")),
+        retry=_retry_policy(where, subtable(table, "retry")),
     )
 
 
 def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
-    _refuse_unknown_keys("[reconcile]", table, _keys_of(ReconcileConfig))
+    refuse_unknown_keys("[reconcile]", table, keys_of(ReconcileConfig))
     defaults = ReconcileConfig()
     enabled = table.get("enabled", defaults.enabled)
     interval = table.get("interval_seconds", defaults.interval_seconds)
@@ -339,9 +300,9 @@ def _reconcile(table: Mapping[str, Any]) -> ReconcileConfig:
         raise ConfigError("[reconcile] enabled must be true or false")
     return ReconcileConfig(
         enabled=enabled,
-        interval_seconds=_positive("[reconcile]", "interval_seconds", interval),
-        batch_size=_whole(table, "[reconcile]", "batch_size", defaults.batch_size, 1),
-        reports_dir=_opt_str(table, "reports_dir") or defaults.reports_dir,
+        interval_seconds=positive("[reconcile]", "interval_seconds", interval),
+        batch_size=whole(table, "[reconcile]", "batch_size", defaults.batch_size, 1),
+        reports_dir=opt_str(table, "reports_dir") or defaults.reports_dir,
     )
 
 
@@ -349,11 +310,11 @@ def _destination(name: str, table: Any) -> DestinationConfig:
     where = f"[destinations.{name}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
-    _refuse_unknown_keys(where, table, _keys_of(DestinationConfig, besides={"name"}))
-    url, rabbitmq_url = _opt_str(table, "url") or None, _opt_str(table, "rabbitmq_url") or None
+    refuse_unknown_keys(where, table, keys_of(DestinationConfig, besides={"name"}))
+    url, rabbitmq_url = opt_str(table, "url") or None, opt_str(table, "rabbitmq_url") or None
     if (url is None) == (rabbitmq_url is None):
         raise ConfigError(f"{where} needs exactly one of url or rabbitmq_url")
-    secret = _opt_str(table, "secret") or None
+    secret = opt_str(table, "secret") or None
     if url is not None and (secret is None or not secret.startswith("whsec_")):
         raise ConfigError(f'{where} needs secret = "whsec_..." (Standard Webhooks) for url')
     defaults = DestinationConfig(name=name)
@@ -363,17 +324,17 @@ def _destination(name: str, table: Any) -> DestinationConfig:
         url=url,
         secret=secret,
         rabbitmq_url=rabbitmq_url,
-        exchange=_opt_str(table, "exchange") or defaults.exchange,
+        exchange=opt_str(table, "exchange") or defaults.exchange,
         kinds=_destination_kinds(where, table.get("kinds", [])),
-        rate_per_second=None if rate is None else _positive(where, "rate_per_second", rate),
-        concurrency=_whole(table, where, "concurrency", defaults.concurrency, 1),
-        timeout_seconds=_positive(where, "timeout_seconds", table.get("timeout_seconds", 10.0)),
-        lease_seconds=_positive(where, "lease_seconds", table.get("lease_seconds", 60.0)),
-        circuit_failures=_whole(table, where, "circuit_failures", defaults.circuit_failures, 1),
-        circuit_cooldown_seconds=_positive(
+        rate_per_second=None if rate is None else positive(where, "rate_per_second", rate),
+        concurrency=whole(table, where, "concurrency", defaults.concurrency, 1),
+        timeout_seconds=positive(where, "timeout_seconds", table.get("timeout_seconds", 10.0)),
+        lease_seconds=positive(where, "lease_seconds", table.get("lease_seconds", 60.0)),
+        circuit_failures=whole(table, where, "circuit_failures", defaults.circuit_failures, 1),
+        circuit_cooldown_seconds=positive(
             where, "circuit_cooldown_seconds", table.get("circuit_cooldown_seconds", 30.0)
         ),
-        retry=_retry_policy(where, _table(table, "retry")),
+        retry=_retry_policy(where, subtable(table, "retry")),
     )
 
 
@@ -387,25 +348,9 @@ def _destination_kinds(where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _whole(
-    table: Mapping[str, Any],
-    where: str,
-    key: str,
-    default: int,
-    low: int,
-    high: int | None = None,
-) -> int:
-    """The table's whole number `key` (or `default`) within `low`..`high`."""
-    return int(_number(where, key, table.get(key, default), low, high, whole=True))
-
-
-def _positive(where: str, key: str, value: Any) -> float:
-    return _number(where, key, value, above=0)
-
-
 def _retry_policy(where: str, table: Mapping[str, Any]) -> RetryPolicy:
     """The `retry` sub-table of the table at `where` (`[worker]` -> `[worker.retry]`)."""
-    _refuse_unknown_keys(f"{where[:-1]}.retry]", table, _keys_of(RetryPolicy))
+    refuse_unknown_keys(f"{where[:-1]}.retry]", table, keys_of(RetryPolicy))
     defaults = RetryPolicy()
     try:
         policy = RetryPolicy(
