@@ -97,3 +97,20 @@ def test_any_object_reads_as_json_reads_it(
 ) -> None:
     text = json.dumps(document, ensure_ascii=ascii_only, indent=1 if spaced else None)
     check(text.encode("utf-8", "surrogatepass"))
+
+
+def test_a_caller_names_its_own_error_and_messages() -> None:
+    class Refused(Exception):
+        pass
+
+    options: dict[str, Any] = {
+        "error": Refused,
+        "not_json": "not JSON ({kind})",
+        "not_object": "not a JSON object",
+    }
+    with pytest.raises(Refused, match=r"^not JSON \(JSONDecodeError\)$"):
+        load_object(b"{", **options)
+    with pytest.raises(Refused, match=r"^not a JSON object$"):
+        load_object(b"[1]", **options)
+    with pytest.raises(ParseError, match=r"^body is not valid JSON: Expecting"):
+        load_object(b"{")

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from porteiro.config import SourceConfig
 from porteiro.errors import ConfigError, GatewayError
 from porteiro.jobs.lease import until_stopped
-from porteiro.providers.api_json import get_json, get_json_object
+from porteiro.providers.api_json import get_json, get_json_object, listed, with_status
 from porteiro.providers.base import signing_keys
 from tests.support.servers import live_server
 
@@ -86,6 +86,17 @@ def _hex_key(secret: str) -> bytes:
     if len(secret) % 2:
         raise ConfigError("a key must be hex")
     return bytes.fromhex(secret)
+
+
+def test_a_listing_page_must_hold_a_list_of_objects_with_a_status() -> None:
+    page = {"data": [{"id": "ch_1", "status": "paid"}, {"id": "ch_2"}, "x"], "count": 3}
+    assert listed(page, "data", error="no list") == page["data"]
+    with pytest.raises(GatewayError, match=r"^no list$"):
+        listed(page, "count", error="no list")
+    assert with_status(page["data"][0], error="no status") == {"id": "ch_1", "status": "paid"}
+    for item in page["data"][1:]:
+        with pytest.raises(GatewayError, match=r"^no status$"):
+            with_status(item, error="no status")
 
 
 def test_signing_keys_are_the_secrets_as_utf8_unless_decoded_otherwise() -> None:
