@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from porteiro import worker as worker_module
 from porteiro.config import Config, SourceConfig, WorkerConfig
 from porteiro.config.load import parse_config
 from porteiro.errors import ConfigError
@@ -26,6 +25,7 @@ from porteiro.runtime import Runtime
 from porteiro.store import open_store
 from porteiro.store.base import Application, Applied, Claim, Store
 from porteiro.worker import Worker
+from porteiro.worker import loop as worker_loop
 from tests.integration.test_store_contract import LEASE, T0, boom, event, paid, request
 from tests.integration.test_worker import (
     RETRY,
@@ -225,7 +225,7 @@ async def test_after_a_partial_batch_the_worker_gathers_before_claiming_again(
         await until_stopped(task, stop)
         waits.append("cut short" if task.cancelled() else "waited out")
 
-    monkeypatch.setattr(worker_module, "until_stopped", noting)  # a spy too
+    monkeypatch.setattr(worker_loop, "until_stopped", noting)  # a spy too
 
     async def done() -> int:
         for _ in range(400):

@@ -11,7 +11,7 @@ outside any transaction. While a full batch applies, the next one is claimed (pr
 after a partial one, the worker waits `gather_ms` before claiming again. Each applied
 event's outbox rows (`[destinations]`) and in-process handlers (`[handlers]`) ride in that
 same transaction (docs/handlers.md). What is written for an event that does not apply
-(a retry, a dead letter, an ignore) is porteiro.settle's.
+(a retry, a dead letter, an ignore) is porteiro.worker.settle's.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from porteiro.model import Outcome, ParsedEvent, Payment
 from porteiro.observability import logger
 from porteiro.providers.base import Provider
 from porteiro.runtime import Runtime
-from porteiro.settle import Settler
 from porteiro.sinks.fanout import outbox_rows
 from porteiro.store.base import UNPARSEABLE_TYPE, Application, Applied, Claim, Decide
 from porteiro.store.leases import lease_store
 from porteiro.store.outbox import OutboxRow
+from porteiro.worker.settle import Settler
 
 # Outcomes after which the event is still to be processed (not done, ignored or dead).
 _UNSETTLED = frozenset({"retry", "claim_lost"})
