@@ -347,15 +347,6 @@ def _newer(stored: Payment, until: datetime) -> bool:
     return stored.last_event_at is not None and stored.last_event_at >= until
 
 
-async def stale_cycle(runtime: Runtime, now: datetime) -> StaleReport:
-    """One stale cycle over every source (a fresh rate-limited client per source)."""
-    reconciler = Reconciler(runtime)
-    try:
-        return await reconciler.stale_cycle(now)
-    finally:
-        await reconciler.aclose()
-
-
 async def audit_window(
     runtime: Runtime,
     source: str,

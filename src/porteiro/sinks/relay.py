@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from porteiro.config import DestinationConfig
 from porteiro.errors import StoreUnavailable, error_text
@@ -28,9 +28,6 @@ from porteiro.jobs.lease import new_holder_id, until_stopped
 from porteiro.observability import Metrics, logger
 from porteiro.outgoing.gateway_http import RateLimiter
 from porteiro.store.outbox import DestinationState, OutboxClaim, OutboxStore, StoredOutboxRow
-
-if TYPE_CHECKING:
-    pass
 
 # Past the transport's own timeout, a send that still hangs is abandoned (then retried).
 _SEND_GRACE_SECONDS = 5.0
