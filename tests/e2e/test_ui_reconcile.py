@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -15,6 +16,7 @@ from porteiro.config import SourceConfig
 from porteiro.fakes import Settings
 from porteiro.reconcile.reconciler import audit_window
 from porteiro.store.audit import audit_store
+from porteiro.store.base import EventFilter
 from tests.e2e.test_reconcile import (
     ADMIN,
     PAGARME_KEY,
@@ -67,3 +69,30 @@ async def test_the_console_ingests_what_an_audit_found_missing(tmp_path: Path) -
                 "admin", "reconcile.ingest", "ok",
             )  # fmt: skip
             assert row.entry.affected > 0
+
+
+async def test_a_gateway_that_cannot_be_read_is_said_and_nothing_stored(tmp_path: Path) -> None:
+    unreachable = "http://127.0.0.1:9/core/v5"
+    source = SourceConfig(name="pagarme", provider="pagarme", secrets=(PAGARME_SECRET,),
+                          api_key=PAGARME_KEY, api_base_url=unreachable)  # fmt: skip
+    async with porteiro(f"sqlite:///{tmp_path / 'p.db'}", source) as app:
+        store, now = app.runtime.store, app.runtime.clock()
+        summary = {"kind": "audit", "missing": 1, "divergent": 0, "unknown": 0, "ingested": 0}
+        missing = [{"object_id": "or_1", "ingested": False}]
+        report_id = await store.save_report(
+            "pagarme", "audit", {**summary, "findings": {"missing": missing}}, summary,
+            since=now - timedelta(hours=1), until=now, now=now,
+        )  # fmt: skip
+        async with httpx.AsyncClient(base_url=app.url) as http:
+            nonce = _hidden((await http.get("/ui/login")).text, "nonce")
+            await http.post("/ui/login", data={"nonce": nonce, "token": ADMIN})
+            page = await http.get(f"/ui/reconciliation/{report_id}")
+            failed = await http.post(
+                f"/ui/reconciliation/{report_id}/ingest", data={"csrf": _hidden(page.text, "csrf")}
+            )
+        assert failed.status_code == 502 and "a consulta ao gateway falhou" in failed.text
+        assert (await store.list_events(EventFilter(), None, 5)).items == []
+        [row] = (await audit_store(store).list_audit(None, 5)).items
+        assert (row.entry.action, row.entry.outcome, row.entry.affected) == (
+            "reconcile.ingest", "rejected", 0,
+        )  # fmt: skip

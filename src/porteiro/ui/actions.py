@@ -82,6 +82,14 @@ class Actions:
     def _fragment(self, request: Request, template: str, **context: object) -> Response:
         return self._render.page(request, template, context, now=self._runtime.clock())
 
+    def _refused(
+        self, request: Request, status: int, given: dict[str, Any], message: str, **extra: object
+    ) -> Operated:
+        """An action that changed nothing, with why (audited as `rejected`)."""
+        answer = self._fragment(request, "result.html", ok=False, message=message, **extra)
+        answer.status_code = status
+        return Operated(answer, 0, given)
+
     async def replay_event(self, request: Request, viewer: Viewer, form: FormData) -> Operated:
         given = {"id": request.path_params["id"]}
         event_id = parse_id(request.path_params["id"])
@@ -89,9 +97,7 @@ class Actions:
         if event_id is not None:
             requeued = await self._runtime.store.requeue([event_id], self._runtime.clock())
         if requeued == 0:
-            missing = self._fragment(request, "result.html", ok=False, message="unknown event")
-            missing.status_code = 404
-            return Operated(missing, 0, given)
+            return self._refused(request, 404, given, "unknown event")
         answer = self._fragment(request, "result.html", ok=True, message="requeued", count=1)
         return Operated(answer, 1, given)
 
@@ -127,11 +133,7 @@ class Actions:
             config = self._runtime.config.destinations.get(name)
             given: dict[str, Any] = {"name": name}
             if config is None:
-                missing = self._fragment(
-                    request, "result.html", ok=False, message="no such destination"
-                )
-                missing.status_code = 404
-                return Operated(missing, 0, given)
+                return self._refused(request, 404, given, "no such destination")
             store, now = outbox_store(self._runtime.store), self._runtime.clock()
             if verb == "pause":
                 await operations.pause(store, name, now)
@@ -156,23 +158,17 @@ class Actions:
         store = reconcile_store(self._runtime.store)
         report = None if report_id is None else await store.get_report(report_id)
         if report is None or report.since is None or report.until is None:
-            refused = self._fragment(
-                request, "result.html", ok=False, message="not an audit report with a window"
-            )
-            refused.status_code = 404
-            return Operated(refused, 0, given)
+            return self._refused(request, 404, given, "not an audit report with a window")
         try:
             done = await audit_window(
                 self._runtime, report.source, report.since, report.until, ingest=True
             )
         except (PorteiroError, httpx.HTTPError) as exc:
             # The gateway's API failed or cannot list: nothing was stored; say why.
-            failed = self._fragment(
-                request, "result.html", ok=False, message="gateway read failed",
-                detail=type(exc).__name__,
-            )  # fmt: skip
-            failed.status_code = 502
-            return Operated(failed, 0, {**given, "source": report.source})
+            failed = {**given, "source": report.source}
+            return self._refused(
+                request, 502, failed, "gateway read failed", detail=type(exc).__name__
+            )
         answer = self._fragment(
             request, "result.html", ok=True, message="ingested", count=done.ingested,
             report_id=done.id,

@@ -174,7 +174,7 @@ class ConsoleGuard:
         return endpoint
 
     def problem(self, request: Request, status: int, message: str) -> Response:
-        return self._render.page(request, "problem.html", {"message": message}, status=status)
+        return self._render.problem(request, status, message)
 
     def unavailable(self, request: Request) -> Response:
         response = self.problem(request, 503, "store unavailable")

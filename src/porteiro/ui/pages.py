@@ -110,18 +110,15 @@ class Pages:
             )
         ).items
         if payment is None and not events:
-            return self._render.page(
-                request, "problem.html", {"message": "unknown payment"}, status=404
-            )
+            return self._render.problem(request, 404, "unknown payment")
         deliveries = {event.id: await store.event_deliveries(event.id) for event in events}
-        console = runtime.store
         entries = timeline.build(
             events,
             deliveries,
             await store.payment_history(source, object_id),
-            await console.payment_forwards(source, object_id, sorted(runtime.config.destinations)),
+            await store.payment_forwards(source, object_id, sorted(runtime.config.destinations)),
             await reconcile_store(store).get_expectation(source, object_id),
-            await console.reconcile_check(source, object_id),
+            await store.reconcile_check(source, object_id),
         )
         return self._page(
             request,
@@ -147,9 +144,7 @@ class Pages:
         event_id = parse_id(request.path_params["id"])
         event = None if event_id is None else await store.get_event(event_id)
         if event_id is None or event is None:
-            return self._render.page(
-                request, "problem.html", {"message": "unknown event"}, status=404
-            )
+            return self._render.problem(request, 404, "unknown event")
         deliveries = await store.event_deliveries(event_id)
         bodies = {delivery.id: pretty_body(delivery.body) for delivery in deliveries}
         return self._page(request, "event.html", event=event, deliveries=deliveries, bodies=bodies)
@@ -183,9 +178,7 @@ class Pages:
         runtime = self._runtime
         config = runtime.config.destinations.get(request.path_params["name"])
         if config is None:
-            return self._render.page(
-                request, "problem.html", {"message": "no such destination"}, status=404
-            )
+            return self._render.problem(request, 404, "no such destination")
         params = request.query_params
         status = optional_text(params, "status")
         chosen = None if status is None else parse_enum(OutboxStatus, status, "status")
@@ -219,9 +212,7 @@ class Pages:
         store = reconcile_store(self._runtime.store)
         report = None if report_id is None else await store.get_report(report_id)
         if report is None:
-            return self._render.page(
-                request, "problem.html", {"message": "no such report"}, status=404
-            )
+            return self._render.problem(request, 404, "no such report")
         findings = report.body.get("findings", {})
         return self._page(
             request,

@@ -88,3 +88,7 @@ class Renderer:
         }
         html = self._environment.get_template(template).render(values)
         return secure(HTMLResponse(html, status_code=status))
+
+    def problem(self, request: Request, status: int, message: str) -> Response:
+        """A page (or, to htmx, a fragment) saying what went wrong, in the console's words."""
+        return self.page(request, "problem.html", {"message": message}, status=status)
