@@ -1,5 +1,6 @@
 """PostgreSQL-only behaviour: several processes (here: several stores, each with its own
-pool) sharing one database, NOTIFY wake-ups, fencing, and fast failure during an outage."""
+pool) sharing one database, NOTIFY wake-ups, fencing, and failing (not hanging) during an
+outage. No speed is asserted here: a time limit only fails a wait as hung."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ pytestmark = pytest.mark.postgres
 
 T0 = datetime(2026, 11, 30, 6, 45, 33, 123456, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
+# Past this, a wait is failed as hung (never as slow): far beyond any timeout the store
+# has of its own (acquire 0.5 s, connect 1 s, an ingest batch 5 s).
+HANG_GUARD_SECONDS = 30.0
 
 
 def request(at: datetime = T0) -> InboundRequest:
@@ -129,18 +133,17 @@ async def test_concurrent_claimers_split_the_work_without_overlap(
     assert counts[EventStatus.PROCESSING] == 200
 
 
-async def test_notify_wakes_a_waiting_store_promptly(
+async def test_notify_wakes_a_waiting_store_before_its_timeout(
     two: tuple[PostgresStore, PostgresStore],
 ) -> None:
     a, b = two
     await b.wait_for_work(0.01)  # the listener connects lazily
-    waiter = asyncio.create_task(b.wait_for_work(10))
+    # A wait far longer than the hang guard: if it ends, the notification ended it.
+    waiter = asyncio.create_task(b.wait_for_work(10 * HANG_GUARD_SECONDS))
     await asyncio.sleep(0.1)
-    assert not waiter.done()
-    started = time.monotonic()
+    assert not waiter.done()  # nothing to wake it yet
     await a.record_delivery(request(), [paid("evt_1")])
-    await asyncio.wait_for(waiter, 5)
-    assert time.monotonic() - started < 1.0
+    await asyncio.wait_for(waiter, HANG_GUARD_SECONDS)
 
 
 async def _other_sessions(url: str) -> int:
@@ -356,20 +359,20 @@ async def test_concurrent_upgrades_apply_each_migration_once(pg_url: str) -> Non
         assert await cursor.fetchall() == [(version,) for version in shipped]
 
 
-async def test_outage_fails_fast_and_never_hangs() -> None:
+async def test_outage_fails_as_unavailable_and_never_hangs() -> None:
+    """No server ever answers on port 1: whatever returns here returned without one."""
     store = PostgresStore.from_url("postgresql://postgres@127.0.0.1:1/test")
-    started = time.monotonic()
-    await store.open()
-    assert time.monotonic() - started < 1.5
+    await asyncio.wait_for(store.open(), HANG_GUARD_SECONDS)  # opened with no connection
     try:
+        # "unavailable": the pool gave up on a connection (acquire_timeout), rather than
+        # an ingest batch running out its own, longer, time limit ("did not commit").
         for attempt in (store.ping(), store.record_delivery(request(), [paid("evt_1")])):
-            started = time.monotonic()
-            with pytest.raises(StoreUnavailable):
-                await attempt
-            assert time.monotonic() - started < 1.5
+            with pytest.raises(StoreUnavailable, match="PostgreSQL unavailable"):
+                await asyncio.wait_for(attempt, HANG_GUARD_SECONDS)
         started = time.monotonic()
-        await store.wait_for_work(0.2)  # degrades to a sleep, never raises
-        assert time.monotonic() - started < 1.5
+        # Degrades to a sleep (at least its timeout: no busy loop), never raises.
+        await asyncio.wait_for(store.wait_for_work(0.2), HANG_GUARD_SECONDS)
+        assert time.monotonic() - started >= 0.19
     finally:
         await store.close()
 
@@ -462,10 +465,12 @@ async def test_store_rides_out_a_server_outage(pg_url: str) -> None:
 
         await outage.cut()  # a restart: pooled connections die under the store
         for _ in range(3):
-            started = time.monotonic()
-            with pytest.raises(StoreUnavailable):
-                await store.record_delivery(request(), [paid("evt_1")])
-            assert time.monotonic() - started < 1.5
+            # Refused while the server is still down (restored only below), by the
+            # connection, not by an ingest batch's time limit ("did not commit in time").
+            with pytest.raises(StoreUnavailable, match="PostgreSQL unavailable"):
+                await asyncio.wait_for(
+                    store.record_delivery(request(), [paid("evt_1")]), HANG_GUARD_SECONDS
+                )
         await outage.restore()
         await eventually_pings(store, within=5)
         result = await store.record_delivery(request(), [paid("evt_1")])
