@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,21 +20,20 @@ import httpx
 import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
-from porteiro.config import AdminConfig, AdminToken, Config, DestinationConfig, UiConfig
+from porteiro.config import Config, UiConfig
 from porteiro.http.app import create_app
 from porteiro.model import EventStatus
 from porteiro.runtime import Runtime
 from porteiro.store.base import EventFilter
 from porteiro.worker import Worker
 from tests.support.app import post_signed
+from tests.support.console import DESTINATION, console_config
 from tests.support.events import event_body
 from tests.support.servers import live_server
 from tests.support.services import require_chromium
-from tests.support.signing import SECRET
 
 OPERATOR_TOKEN = "browser-operator-token-0123456789"
 READER_TOKEN = "browser-reader-token-0123456789"
-DESTINATION = "erp"
 ORDER = "PED-20261203-0042"
 pytestmark = pytest.mark.slow
 
@@ -47,18 +45,8 @@ def store_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def config(config: Config) -> Config:
-    tokens = {
-        "ana": AdminToken("ana", OPERATOR_TOKEN, "operate"),
-        "rui": AdminToken("rui", READER_TOKEN, "read"),
-    }
-    erp = DestinationConfig(name=DESTINATION, url="http://127.0.0.1:9/hooks", secret=SECRET)
-    return replace(
-        config,
-        admin_token=None,
-        admin=AdminConfig(tokens=tokens),
-        destinations={DESTINATION: erp},
-        ui=UiConfig(language="pt", timezone="America/Sao_Paulo"),
-    )
+    ui = UiConfig(language="pt", timezone="America/Sao_Paulo")
+    return console_config(config, ("rui", READER_TOKEN), ("ana", OPERATOR_TOKEN), ui)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from porteiro.config import AdminConfig, AdminToken, Config, DestinationConfig, UiConfig
+from porteiro.config import Config, UiConfig
 from porteiro.http.admin_auth import audit_action
 from porteiro.http.app import create_app
 from porteiro.model import EventStatus
@@ -29,12 +29,11 @@ from porteiro.ui.guard import SESSION_COOKIE
 from porteiro.ui.render import CONTENT_SECURITY_POLICY
 from porteiro.worker import Worker
 from tests.support.app import PEER, post_signed
+from tests.support.console import DESTINATION, console_config, hidden, log_in
 from tests.support.events import event_body
-from tests.support.signing import SECRET
 
 READER_TOKEN = "ui-reader-token-0123456789"
 OPERATOR_TOKEN = "ui-operator-token-0123456789"
-DESTINATION = "erp"
 BASE = "http://porteiro.test"
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 PAGES = (
@@ -46,17 +45,8 @@ PAGES = (
 
 @pytest.fixture
 def config(config: Config) -> Config:
-    tokens = {
-        "rita": AdminToken("rita", READER_TOKEN, "read"),
-        "otto": AdminToken("otto", OPERATOR_TOKEN, "operate"),
-    }
-    erp = DestinationConfig(name=DESTINATION, url="http://127.0.0.1:9/hooks", secret=SECRET)
-    return replace(
-        config,
-        admin_token=None,
-        admin=AdminConfig(tokens=tokens),
-        destinations={DESTINATION: erp},
-        ui=UiConfig(language="en"),
+    return console_config(
+        config, ("rita", READER_TOKEN), ("otto", OPERATOR_TOKEN), UiConfig(language="en")
     )
 
 
@@ -75,18 +65,6 @@ def browser(app: Starlette, base: str = BASE) -> httpx.AsyncClient:
         base_url=base,
         headers={"origin": base, "sec-fetch-site": "same-origin"},
     )
-
-
-async def log_in(http: httpx.AsyncClient, token: str) -> httpx.Response:
-    form = await http.get("/ui/login")
-    nonce = hidden(form.text, "nonce")
-    return await http.post("/ui/login", data={"nonce": nonce, "token": token})
-
-
-def hidden(html: str, name: str) -> str:
-    found = re.search(rf'name="{name}" value="([^"]+)"', html)
-    assert found is not None, f"no hidden {name} in the page"
-    return found.group(1)
 
 
 async def csrf_of(http: httpx.AsyncClient) -> str:

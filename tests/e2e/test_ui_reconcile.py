@@ -26,12 +26,7 @@ from tests.e2e.test_reconcile import (
     porteiro,
     window_of,
 )
-
-
-def _hidden(html: str, name: str) -> str:
-    found = re.search(rf'name="{name}" value="([^"]+)"', html)
-    assert found is not None, f"no hidden {name}"
-    return found.group(1)
+from tests.support.console import hidden, log_in
 
 
 async def test_the_console_ingests_what_an_audit_found_missing(tmp_path: Path) -> None:
@@ -48,11 +43,10 @@ async def test_the_console_ingests_what_an_audit_found_missing(tmp_path: Path) -
             found = await audit_window(app.runtime, "pagarme", since, until, ingest=False)
             assert len(found.missing) == 8 and found.ingested == 0 and found.id is not None
             async with httpx.AsyncClient(base_url=app.url) as http:
-                nonce = _hidden((await http.get("/ui/login")).text, "nonce")
-                await http.post("/ui/login", data={"nonce": nonce, "token": ADMIN})
+                await log_in(http, ADMIN)
                 page = await http.get(f"/ui/reconciliation/{found.id}")
                 assert page.status_code == 200 and 'id="ingest-missing"' in page.text
-                csrf = _hidden(page.text, "csrf")
+                csrf = hidden(page.text, "csrf")
                 done = await http.post(
                     f"/ui/reconciliation/{found.id}/ingest",
                     data={"csrf": csrf},
@@ -84,11 +78,10 @@ async def test_a_gateway_that_cannot_be_read_is_said_and_nothing_stored(tmp_path
             since=now - timedelta(hours=1), until=now, now=now,
         )  # fmt: skip
         async with httpx.AsyncClient(base_url=app.url) as http:
-            nonce = _hidden((await http.get("/ui/login")).text, "nonce")
-            await http.post("/ui/login", data={"nonce": nonce, "token": ADMIN})
+            await log_in(http, ADMIN)
             page = await http.get(f"/ui/reconciliation/{report_id}")
             failed = await http.post(
-                f"/ui/reconciliation/{report_id}/ingest", data={"csrf": _hidden(page.text, "csrf")}
+                f"/ui/reconciliation/{report_id}/ingest", data={"csrf": hidden(page.text, "csrf")}
             )
         assert failed.status_code == 502 and "a consulta ao gateway falhou" in failed.text
         assert (await store.list_events(EventFilter(), None, 5)).items == []
