@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Any
 
@@ -69,15 +70,9 @@ def events_filter(params: Mapping[str, Any], zone: tzinfo) -> EventFilter:
     """The API's event filter (porteiro.http.admin.event_filter), its dates as days."""
     days = {key: params.get(key) for key in ("since", "until")}
     rest = {key: value for key, value in params.items() if key not in days}
-    found = event_filter(rest)
     since, until = (optional_text(days, key) for key in ("since", "until"))
-    return EventFilter(
-        source=found.source,
-        status=found.status,
-        kind=found.kind,
-        object_id=found.object_id,
-        dedup_key=found.dedup_key,
-        reference=found.reference,
+    return replace(
+        event_filter(rest),
         since=None if since is None else parse_day(since, "since", zone),
         until=None if until is None else parse_day(until, "until", zone, end=True),
     )
