@@ -1,5 +1,6 @@
-"""`[admin] listen`: the real `porteiro serve` with a second listener. /api and /metrics
-answer there only (404 on the webhook port); webhooks answer on the webhook port only."""
+"""`[admin] listen`: the real `porteiro serve` with a second listener. /api, /ui and
+/metrics answer there only (404 on the webhook port); webhooks answer on the webhook port
+only."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ def test_the_admin_api_is_served_on_its_own_listener_only(tmp_path: Path, store_
         assert httpx.get(f"{public}/metrics").status_code == 404
         assert httpx.get(f"{admin}/api/events", headers=AUTH).status_code == 200
         assert httpx.get(f"{admin}/metrics").status_code == 200
+        # The console goes where the admin API goes.
+        assert httpx.get(f"{public}/ui/login").status_code == 404
+        assert httpx.get(f"{admin}/ui/login").status_code == 200
         webhook = f"/webhooks/{PROCESS_SOURCE}"
         assert httpx.post(f"{admin}{webhook}", content=b"{}").status_code == 404
         assert httpx.post(f"{public}{webhook}", content=b"{}").status_code == 401  # unsigned
