@@ -159,6 +159,15 @@ async def test_behind_a_tls_proxy_the_cookie_is_secure_over_plain_http(config: C
         assert "secure" in done.headers["set-cookie"].lower()
 
 
+async def test_a_disabled_console_has_no_route(config: Config) -> None:
+    off = replace(config, ui=UiConfig(enabled=False))
+    application = create_app(Runtime.build(off), migrate=True)
+    async with application.router.lifespan_context(application), browser(application) as http:
+        for path in ("/ui", "/ui/login", "/ui/", "/ui/static/htmx.min.js"):
+            assert (await http.get(path)).status_code == 404, path
+        assert (await http.post("/ui/login", data={"token": READER_TOKEN})).status_code == 404
+
+
 async def test_a_forged_or_foreign_session_is_no_session(app: Starlette) -> None:
     async with browser(app) as http:
         await log_in(http, READER_TOKEN)
