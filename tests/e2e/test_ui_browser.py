@@ -189,6 +189,12 @@ async def test_an_operator_finds_a_payment_replays_a_dead_letter_and_pauses_a_de
     await page.click("button.resume")
     await page.wait_for_selector("button.pause")
     assert not (await runtime.store.destination_states())[DESTINATION].paused
+    # A refused action says so where its result would have been (here: a forged token).
+    forged_header = "document.body.setAttribute('hx-headers', '{\"X-CSRF-Token\": \"x\"}')"
+    await page.evaluate(forged_header)
+    await page.click("button.pause")
+    await page.wait_for_selector("text=token CSRF ausente ou errado")
+    assert not (await runtime.store.destination_states())[DESTINATION].paused
 
     # A POST without the CSRF token, with the session cookie, is refused.
     forged = await context.request.post(f"{base_url}/ui/destinations/{DESTINATION}/pause")

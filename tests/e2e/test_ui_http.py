@@ -185,6 +185,17 @@ async def test_a_forged_or_foreign_session_is_no_session(app: Starlette) -> None
             assert answer.status_code == 303, forged
 
 
+async def test_an_action_after_the_session_ended_goes_back_to_the_login(app: Starlette) -> None:
+    async with browser(app) as http:
+        path = f"/ui/destinations/{DESTINATION}/pause"
+        plain = await http.post(path, data={"csrf": "x"})
+        assert plain.status_code == 401
+        htmx = await http.post(path, data={"csrf": "x"}, headers={"hx-request": "true"})
+        assert (htmx.status_code, htmx.headers["hx-redirect"]) == (204, "/ui/login")
+        polled = await http.get("/ui/live", headers={"hx-request": "true"})
+        assert (polled.status_code, polled.headers["hx-redirect"]) == (204, "/ui/login")
+
+
 async def test_login_refuses_a_form_without_its_nonce(app: Starlette) -> None:
     async with browser(app) as http:
         await http.get("/ui/login")

@@ -145,6 +145,8 @@ class ConsoleGuard:
                 return self.problem(request, 403, "cross-origin request refused")
             viewer = self.viewer(request)
             if viewer is None:
+                if request.headers.get("hx-request") == "true":
+                    return _to_login(request)  # the whole page goes to the login form
                 return self.problem(request, 401, "log in again: the session has ended")
             request.state.viewer = viewer
             form = await form_of(request)
