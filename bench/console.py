@@ -29,6 +29,7 @@ def pages(object_id: str | None, reference: str | None, event_id: int) -> dict[s
         "payments, paid": "/ui/payments?state=paid",
         "events": "/ui/events",
         "events, dead": "/ui/events?status=dead",
+        "events, a kind none has": "/ui/events?kind=dispute.opened",
         "event": f"/ui/events/{event_id}",
         "dead letters": "/ui/dlq",
         "destinations": "/ui/destinations",

@@ -10,8 +10,9 @@ so each one's `created_at` is the `now` it was applied at.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 from porteiro import ledger
 from porteiro.model import Kind, Outcome, ParsedEvent, Payment, PaymentState
 from porteiro.store import open_store
-from porteiro.store.base import Application, Claim, Store
+from porteiro.store.base import Application, Claim, EventFilter, Store
 from porteiro.store.console_verbs import (
     Forward,
     ListedPayment,
@@ -291,9 +292,12 @@ def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def plan_of(
-    store: Store, store_url: str, monkeypatch: pytest.MonkeyPatch, filter: PaymentFilter
+    store: Store,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    read: Callable[[], Awaitable[object]],
 ) -> list[dict[str, Any]]:
-    """The plan of the query list_payments sends (caught on its way to the port)."""
+    """The plan of the one query `read` sends (caught on its way to the port)."""
     port: Port = store._port
     sent: list[tuple[str, Params]] = []
     fetch = port.fetch
@@ -303,7 +307,7 @@ async def plan_of(
         return await fetch(sql, params)
 
     monkeypatch.setattr(port, "fetch", recording)
-    await store.list_payments(filter, None, 50)
+    await read()
     monkeypatch.undo()
     [(sql, params)] = sent
     async with await psycopg.AsyncConnection.connect(store_url) as conn:
@@ -330,11 +334,46 @@ async def test_the_first_page_and_the_reference_search_use_an_index(
             (PaymentFilter(reference="order-4321"), "payments_reference"),
             (PaymentFilter(anomalous=True), "payments_anomalous"),
         ):
-            nodes = await plan_of(store, pg_url, monkeypatch, filter)
+            nodes = await plan_of(store, pg_url, monkeypatch, functools.partial(
+                store.list_payments, filter, None, 50
+            ))  # fmt: skip
             types = [node["Node Type"] for node in nodes]
             assert "Seq Scan" not in types, (filter, types)
             assert index in {node.get("Index Name") for node in nodes}, (filter, nodes)
         page = await store.list_payments(PaymentFilter(reference="order-4321"), None, 50)
         assert [item.payment.object_id for item in page.items] == ["pay_4321"]
+    finally:
+        await store.close()
+
+
+# Events of one common kind and, one in a thousand, of a rare one (migration 0011).
+_MANY_EVENTS = """
+INSERT INTO events (source, dedup_key, kind, type, status, received_at, updated_at)
+SELECT 'stripe', 'evt_' || n,
+       CASE WHEN n % 1000 = 0 THEN 'dispute.opened' ELSE 'payment.paid' END, 't', 'done',
+       TIMESTAMPTZ '2026-03-01 12:00:00+00' + n * INTERVAL '1 second',
+       TIMESTAMPTZ '2026-03-01 12:00:00+00' + n * INTERVAL '1 second'
+FROM generate_series(1, 5000) AS n;
+ANALYZE events;"""
+
+
+@pytest.mark.postgres
+async def test_a_rare_kind_is_listed_through_its_index(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg_url)
+    await store.open()
+    await store.upgrade()
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute(_MANY_EVENTS.encode())
+        rare = EventFilter(kind=Kind.DISPUTE_OPENED)
+        nodes = await plan_of(store, pg_url, monkeypatch, lambda: store.list_events(rare, None, 50))
+        assert "Seq Scan" not in [node["Node Type"] for node in nodes], nodes
+        assert "events_kind" in {node.get("Index Name") for node in nodes}, nodes
+        page = await store.list_events(rare, None, 2)
+        assert [event.dedup_key for event in page.items] == ["evt_5000", "evt_4000"]
+        after = await store.list_events(rare, page.next, 50)
+        assert [event.dedup_key for event in after.items] == ["evt_3000", "evt_2000", "evt_1000"]
     finally:
         await store.close()
