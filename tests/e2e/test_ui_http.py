@@ -359,6 +359,8 @@ async def test_a_payment_found_by_its_order_number_with_its_timeline(
         assert timeline.count("Duplicate delivery") == 1
         assert "Forwarded to erp" in timeline
         assert (await http.get("/ui/payments/shop/nope")).status_code == 404
+        by_key = await http.get("/ui/events", params={"dedup_key": "evt_t2"})
+        assert by_key.text.count("/ui/payments/shop/pay_tl") == 1  # one event, its row
         events = await runtime.store.list_events(EventFilter(object_id="pay_tl"), None, 5)
         event_page = await http.get(f"/ui/events/{events.items[0].id}")
         assert "webhook-signature" in event_page.text  # its headers, as stored
