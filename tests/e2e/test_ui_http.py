@@ -168,6 +168,23 @@ async def test_a_disabled_console_has_no_route(config: Config) -> None:
         assert (await http.post("/ui/login", data={"token": READER_TOKEN})).status_code == 404
 
 
+async def test_a_store_outage_is_a_503_page_with_retry_after(
+    app: Starlette, runtime: Runtime
+) -> None:
+    async with browser(app) as http:
+        await log_in(http, OPERATOR_TOKEN)
+        csrf = await csrf_of(http)
+        await runtime.store.close()  # the store is gone; the session, signed, is not
+        for path in ("/ui/", "/ui/payments", "/ui/events", "/ui/dlq", "/ui/audit"):
+            page = await http.get(path)
+            assert page.status_code == 503, path
+            assert page.headers["retry-after"] == str(runtime.config.server.retry_after_seconds)
+            assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        paused = await http.post(f"/ui/destinations/{DESTINATION}/pause", data={"csrf": csrf})
+        assert paused.status_code == 503 and "store unavailable" in paused.text
+        await runtime.store.open()  # for the fixture's shutdown
+
+
 async def test_a_forged_or_foreign_session_is_no_session(app: Starlette) -> None:
     async with browser(app) as http:
         await log_in(http, READER_TOKEN)
