@@ -25,6 +25,7 @@ from porteiro.model import EventStatus
 from porteiro.runtime import Runtime
 from porteiro.store.audit import AuditRecord, audit_store
 from porteiro.store.base import EventFilter
+from porteiro.ui import actions
 from porteiro.ui.guard import SESSION_COOKIE
 from porteiro.ui.render import CONTENT_SECURITY_POLICY
 from porteiro.worker import Worker
@@ -321,6 +322,22 @@ async def test_dlq_dry_run_changes_nothing_then_the_redrive_requeues(
         assert event is not None and event.status is EventStatus.PENDING
     rows = [(r.entry.action, r.entry.outcome, r.entry.affected) for r in await audit_rows(runtime)]
     assert sorted(rows) == [("dlq.replay", "ok", 2), ("dlq.replay", "rejected", 0)]
+
+
+async def test_a_long_dry_run_lists_the_first_and_counts_them_all(
+    app: Starlette, client: httpx.AsyncClient, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(actions, "PREVIEW_MAX", 2)
+    for key in ("evt_many_1", "evt_many_2", "evt_many_3"):
+        await dead_event(client, runtime, key)
+    async with browser(app) as http:
+        await log_in(http, OPERATOR_TOKEN)
+        preview = await http.get("/ui/dlq/preview?all=1", headers={"hx-request": "true"})
+    assert "3 events would be replayed" in preview.text
+    assert "The first ones are listed: 2." in preview.text
+    table = preview.text[preview.text.index('id="planned"') : preview.text.index("</table>")]
+    assert table.count("<tr>") == 3  # the header and two rows
+    assert "Replay these 3" in preview.text
 
 
 async def test_pause_and_resume_a_destination(app: Starlette, runtime: Runtime) -> None:

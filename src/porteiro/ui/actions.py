@@ -6,6 +6,7 @@ audits each one under the same action names as the API."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -48,10 +49,7 @@ def dead_selection(
         ids.append(parsed)
     filters = {key: params.get(key) for key in DLQ_FILTER_KEYS if params.get(key)}
     base = events_filter(filters, renderer.zone)
-    dead = EventFilter(
-        source=base.source, status=EventStatus.DEAD, kind=base.kind,
-        since=base.since, until=base.until,
-    )  # fmt: skip
+    dead = replace(base, status=EventStatus.DEAD)
     every = params.get("all") == "1"
     if ids and filters:
         raise BadRequest("choose rows or a filter, not both")
@@ -112,6 +110,7 @@ class Actions:
             "dlq_preview.html",
             report=report,
             planned=report.planned[:PREVIEW_MAX],
+            total=len(report.planned),
             selection=selection,
         )
 

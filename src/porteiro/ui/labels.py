@@ -69,7 +69,7 @@ PORTUGUESE: Mapping[str, str] = {
     "Not dead, left alone": "Não estão mortos, ficaram como estão",
     "Unknown events": "Eventos desconhecidos", "Before": "Antes", "After": "Depois",
     "Verdict": "Veredito", "Nothing to replay.": "Nada a reprocessar.",
-    "Replay these": "Reprocessar estes",
+    "Replay these": "Reprocessar estes", "The first ones are listed": "Listados os primeiros",
     # Destinations.
     "Target": "Alvo", "Pending": "Pendentes", "Delivered": "Entregues", "Pause": "Pausar",
     "Resume": "Retomar", "Redrive dead rows": "Reenviar mortos",
