@@ -57,6 +57,7 @@ class ReplayReport:
     missing: list[int] = field(default_factory=list)  # event ids that do not exist
     planned: list[PlannedTransition] = field(default_factory=list)  # dry run only
     skipped: list[int] = field(default_factory=list)  # not dead: left alone by redrive
+    selected: int = 0  # a redrive's preview: the dead events it would take, planned or not
 
 
 async def reparse(
@@ -311,13 +312,21 @@ async def _event_id(store: Store, source: str, dedup_key: str) -> int | None:
 
 
 async def preview_redrive(
-    runtime: Runtime, filter: EventFilter, *, ids: Sequence[int] | None = None
+    runtime: Runtime,
+    filter: EventFilter,
+    *,
+    ids: Sequence[int] | None = None,
+    limit: int | None = None,
 ) -> ReplayReport:
     """What `redrive` would do, changing nothing: the transition each dead event would
     make (an unparseable one: each event its re-parse would yield), in `planned`; events
-    that are not dead in `skipped`, unknown ids in `missing`, as `redrive` reports them."""
+    that are not dead in `skipped`, unknown ids in `missing`, as `redrive` reports them.
+    With `limit`, only the first `limit` dead events are planned (each plan reads the
+    store); `selected` counts them all."""
     report = ReplayReport()
     events = await _dead_events(runtime.store, filter, ids, report)
+    report.selected = len(events)
+    events = events if limit is None else events[:limit]
     planner = _Planner(runtime)
     stored = [e for e in events if e.type != UNPARSEABLE_TYPE]
     await _requeue_known(runtime, stored, True, report, planner)

@@ -31,7 +31,8 @@ from porteiro.ui.render import Renderer
 
 # The DLQ's selection keys beside `ids` (as /api/dlq/replay's).
 DLQ_FILTER_KEYS = ("source", "kind", "since", "until")
-PREVIEW_MAX = 500  # transitions listed in a dry run; the count covers them all
+# Dead events a dry run plans (each plan reads the store); the count covers them all.
+PREVIEW_MAX = 500
 
 
 def dead_selection(
@@ -103,14 +104,14 @@ class Actions:
         """GET: the dry run. It changes nothing, so it is a read; its confirm button
         posts the same selection to `replay_dlq`."""
         ids, dead, _ = dead_selection(request.query_params, self._render)
-        report = await replay.preview_redrive(self._runtime, dead, ids=ids)
+        report = await replay.preview_redrive(self._runtime, dead, ids=ids, limit=PREVIEW_MAX)
         selection = [(key, value) for key, value in request.query_params.multi_items()]
         return self._fragment(
             request,
             "dlq_preview.html",
             report=report,
-            planned=report.planned[:PREVIEW_MAX],
-            total=len(report.planned),
+            planned=report.planned,
+            total=report.selected,
             selection=selection,
         )
 
