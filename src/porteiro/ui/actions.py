@@ -6,7 +6,6 @@ audits each one under the same action names as the API."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -18,7 +17,6 @@ from porteiro import replay
 from porteiro.errors import PorteiroError
 from porteiro.http.admin_auth import Operated
 from porteiro.http.params import BadRequest, parse_id
-from porteiro.model import EventStatus
 from porteiro.reconcile.reconciler import audit_window
 from porteiro.runtime import Runtime
 from porteiro.sinks import operations
@@ -26,11 +24,9 @@ from porteiro.store.base import EventFilter
 from porteiro.store.outbox import outbox_store
 from porteiro.store.reconcile import reconcile_store
 from porteiro.ui.guard import Action, Viewer
-from porteiro.ui.params import events_filter
+from porteiro.ui.params import DLQ_FILTER_KEYS, dead_filter
 from porteiro.ui.render import Renderer
 
-# The DLQ's selection keys beside `ids` (as /api/dlq/replay's).
-DLQ_FILTER_KEYS = ("source", "kind", "since", "until")
 # Dead events a dry run plans (each plan reads the store); the count covers them all.
 PREVIEW_MAX = 500
 
@@ -48,9 +44,8 @@ def dead_selection(
         if parsed is None:
             raise BadRequest(f"invalid event id {str(value)[:20]!r}")
         ids.append(parsed)
-    filters = {key: params.get(key) for key in DLQ_FILTER_KEYS if params.get(key)}
-    base = events_filter(filters, renderer.zone)
-    dead = replace(base, status=EventStatus.DEAD)
+    filters = [key for key in DLQ_FILTER_KEYS if params.get(key)]
+    dead = dead_filter(params, renderer.zone)
     every = params.get("all") == "1"
     if ids and filters:
         raise BadRequest("choose rows or a filter, not both")

@@ -30,7 +30,7 @@ from porteiro.ui import timeline
 from porteiro.ui.chart import minute_chart
 from porteiro.ui.figures import ingest_figures
 from porteiro.ui.guard import Viewer
-from porteiro.ui.params import events_filter, payment_filter
+from porteiro.ui.params import dead_filter, events_filter, payment_filter
 from porteiro.ui.render import Renderer
 from porteiro.ui.views import pretty_body
 
@@ -153,14 +153,7 @@ class Pages:
 
     async def dlq(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
-        base = events_filter(params, self._render.zone)
-        dead = EventFilter(
-            source=base.source,
-            status=EventStatus.DEAD,
-            kind=base.kind,
-            since=base.since,
-            until=base.until,
-        )
+        dead = dead_filter(params, self._render.zone)
         page = await _paged(self._runtime.store.list_events, dead, params.get("cursor"))
         reasons = await self._runtime.store.dead_reasons()
         return self._page(

@@ -16,7 +16,7 @@ from typing import Any
 
 from porteiro.http.admin import event_filter
 from porteiro.http.params import BadRequest, optional_text, parse_enum
-from porteiro.model import PaymentState
+from porteiro.model import EventStatus, PaymentState
 from porteiro.store.base import EventFilter
 from porteiro.store.console_verbs import PaymentFilter
 
@@ -76,6 +76,16 @@ def events_filter(params: Mapping[str, Any], zone: tzinfo) -> EventFilter:
         since=None if since is None else parse_day(since, "since", zone),
         until=None if until is None else parse_day(until, "until", zone, end=True),
     )
+
+
+# The dead-letter queue's filter keys (as /api/dlq/replay's, beside `ids`).
+DLQ_FILTER_KEYS = ("source", "kind", "since", "until")
+
+
+def dead_filter(params: Mapping[str, Any], zone: tzinfo) -> EventFilter:
+    """The dead events the DLQ's filter keys select (every other key ignored)."""
+    given = {key: params.get(key) for key in DLQ_FILTER_KEYS if params.get(key)}
+    return replace(events_filter(given, zone), status=EventStatus.DEAD)
 
 
 def _stripped(value: str | None) -> str | None:
