@@ -274,6 +274,24 @@ def parsed_event_columns(event: ParsedEvent) -> dict[str, Any]:
     }
 
 
+def payment_columns(payment: Payment) -> dict[str, Any]:
+    """A payment's columns as the ledger gives them (each dialect encodes
+    `last_event_at` and `facts` its own way)."""
+    return {
+        "source": payment.source,
+        "object_id": payment.object_id,
+        "state": payment.state.value,
+        "amount": payment.amount,
+        "currency": payment.currency,
+        "refunded_amount": payment.refunded_amount,
+        "reference": payment.reference,
+        "version": payment.version,
+        "last_event_at": payment.last_event_at,
+        "facts": dict(payment.facts),
+        "anomalies": payment.anomalies,
+    }
+
+
 def new_event_columns(event: ParsedEvent, source: str, now: datetime | str) -> dict[str, Any]:
     """A new event's columns: its key, its parsed columns, and due `now` (in the caller's
     encoding) when pending."""

@@ -365,18 +365,4 @@ def _event_row(item: Application) -> bytes:
 
 
 def _payment_row(payment: Payment) -> bytes:
-    return rows.dump_held(
-        {
-            "source": payment.source,
-            "object_id": payment.object_id,
-            "state": payment.state.value,
-            "amount": payment.amount,
-            "currency": payment.currency,
-            "refunded_amount": payment.refunded_amount,
-            "reference": payment.reference,
-            "version": payment.version,
-            "last_event_at": payment.last_event_at,
-            "facts": dict(payment.facts),
-            "anomalies": payment.anomalies,
-        }
-    )
+    return rows.dump_held(rows.payment_columns(payment))

@@ -176,17 +176,8 @@ def placeholder_params(source: str, delivery_id: int, now: str, reason: str) -> 
 
 
 def payment_params(payment: Payment, now: str) -> dict[str, Any]:
-    return {
-        "source": payment.source,
-        "object_id": payment.object_id,
-        "state": payment.state.value,
-        "amount": payment.amount,
-        "currency": payment.currency,
-        "refunded_amount": payment.refunded_amount,
-        "reference": payment.reference,
-        "version": payment.version,
-        "last_event_at": rows.encode_optional_time(payment.last_event_at),
-        "facts": rows.dump_json(dict(payment.facts)),
-        "anomalies": payment.anomalies,
-        "now": now,
-    }
+    params = rows.payment_columns(payment)
+    params["last_event_at"] = rows.encode_optional_time(payment.last_event_at)
+    params["facts"] = rows.dump_json(params["facts"])
+    params["now"] = now
+    return params
