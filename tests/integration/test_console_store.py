@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -319,31 +319,43 @@ async def plan_of(
     return plan_nodes(explained["Plan"])
 
 
+@pytest.fixture
+async def pg_store(pg_url: str) -> AsyncIterator[Store]:
+    """An opened, migrated PostgreSQL store (the plans below are PostgreSQL's)."""
+    opened = open_store(pg_url)
+    await opened.open()
+    await opened.upgrade()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def run_sql(url: str, sql: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(sql.encode())
+
+
+def assert_uses(nodes: list[dict[str, Any]], index: str) -> None:
+    """The plan walks `index` and reads no table whole."""
+    assert "Seq Scan" not in [node["Node Type"] for node in nodes], nodes
+    assert index in {node.get("Index Name") for node in nodes}, nodes
+
+
 @pytest.mark.postgres
 async def test_the_first_page_and_the_reference_search_use_an_index(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_store: Store, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(pg_url)
-    await store.open()
-    await store.upgrade()
-    try:
-        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-            await conn.execute(_MANY_PAYMENTS.encode())
-        for filter, index in (
-            (PaymentFilter(), "payments_created"),
-            (PaymentFilter(reference="order-4321"), "payments_reference"),
-            (PaymentFilter(anomalous=True), "payments_anomalous"),
-        ):
-            nodes = await plan_of(store, pg_url, monkeypatch, functools.partial(
-                store.list_payments, filter, None, 50
-            ))  # fmt: skip
-            types = [node["Node Type"] for node in nodes]
-            assert "Seq Scan" not in types, (filter, types)
-            assert index in {node.get("Index Name") for node in nodes}, (filter, nodes)
-        page = await store.list_payments(PaymentFilter(reference="order-4321"), None, 50)
-        assert [item.payment.object_id for item in page.items] == ["pay_4321"]
-    finally:
-        await store.close()
+    await run_sql(pg_url, _MANY_PAYMENTS)
+    for filter, index in (
+        (PaymentFilter(), "payments_created"),
+        (PaymentFilter(reference="order-4321"), "payments_reference"),
+        (PaymentFilter(anomalous=True), "payments_anomalous"),
+    ):
+        read = functools.partial(pg_store.list_payments, filter, None, 50)
+        assert_uses(await plan_of(pg_store, pg_url, monkeypatch, read), index)
+    page = await pg_store.list_payments(PaymentFilter(reference="order-4321"), None, 50)
+    assert [item.payment.object_id for item in page.items] == ["pay_4321"]
 
 
 # Events of one common kind and, one in a thousand, of a rare one (migration 0011).
@@ -359,21 +371,13 @@ ANALYZE events;"""
 
 @pytest.mark.postgres
 async def test_a_rare_kind_is_listed_through_its_index(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_store: Store, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(pg_url)
-    await store.open()
-    await store.upgrade()
-    try:
-        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-            await conn.execute(_MANY_EVENTS.encode())
-        rare = EventFilter(kind=Kind.DISPUTE_OPENED)
-        nodes = await plan_of(store, pg_url, monkeypatch, lambda: store.list_events(rare, None, 50))
-        assert "Seq Scan" not in [node["Node Type"] for node in nodes], nodes
-        assert "events_kind" in {node.get("Index Name") for node in nodes}, nodes
-        page = await store.list_events(rare, None, 2)
-        assert [event.dedup_key for event in page.items] == ["evt_5000", "evt_4000"]
-        after = await store.list_events(rare, page.next, 50)
-        assert [event.dedup_key for event in after.items] == ["evt_3000", "evt_2000", "evt_1000"]
-    finally:
-        await store.close()
+    await run_sql(pg_url, _MANY_EVENTS)
+    rare = EventFilter(kind=Kind.DISPUTE_OPENED)
+    read = functools.partial(pg_store.list_events, rare, None, 50)
+    assert_uses(await plan_of(pg_store, pg_url, monkeypatch, read), "events_kind")
+    page = await pg_store.list_events(rare, None, 2)
+    assert [event.dedup_key for event in page.items] == ["evt_5000", "evt_4000"]
+    after = await pg_store.list_events(rare, page.next, 50)
+    assert [event.dedup_key for event in after.items] == ["evt_3000", "evt_2000", "evt_1000"]
