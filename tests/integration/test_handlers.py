@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,9 +37,10 @@ from porteiro.model import EventStatus, InboundRequest, PaymentState
 from porteiro.providers import build_provider
 from porteiro.retry import RetryPolicy
 from porteiro.runtime import Runtime
-from porteiro.store.base import Application, Applied, Store
+from porteiro.store.base import Store
 from porteiro.store.sqlite.executor import sqlite_placeholders
 from porteiro.worker import Worker
+from tests.support.faults import fail_batches
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -260,15 +261,7 @@ async def test_handler_sql_error_fails_only_its_event(runtime: Runtime, db: Db) 
 async def test_per_event_fallback_keeps_the_effects(
     runtime: Runtime, db: Db, shop: Handlers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = runtime.store.apply_many
-
-    async def singles_only(batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
-        if len(batch) > 1:
-            raise RuntimeError("a database error in the batch statement")
-        return await real(batch, now)
-
-    # Fault injection on the real store: the batch fails, the per-event fallback runs.
-    monkeypatch.setattr(runtime.store, "apply_many", singles_only)
+    fail_batches(runtime, monkeypatch)  # on the real store: the per-event fallback runs
     one = await deliver(runtime, body("gw_p1", "payment.paid", 1))
     two = await deliver(runtime, body("gw_p2", "payment.paid", 2))
     assert await Worker(runtime, handlers=shop).run_once() == 2

@@ -36,6 +36,7 @@ from tests.integration.test_worker import (
     counted,
     deliver,
 )
+from tests.support.faults import fail_batches
 
 # -- the store verb --------------------------------------------------------------------
 
@@ -172,15 +173,7 @@ async def test_a_failing_batch_falls_back_to_one_transaction_per_event(
 ) -> None:
     sent = await deliver_lifecycles(runtime, 2)
 
-    real = runtime.store.apply_many
-
-    async def singles_only(batch: Sequence[Application], now: datetime) -> Sequence[Applied]:
-        if len(batch) > 1:
-            raise RuntimeError("a database error in the batch statement")
-        return await real(batch, now)
-
-    # Fault injection on the real store: the batch fails, batches of one do not.
-    monkeypatch.setattr(runtime.store, "apply_many", singles_only)
+    fail_batches(runtime, monkeypatch)  # on the real store: batches of one go through
     assert await Worker(runtime).run_once() == sent
     assert counted(runtime, "std", "applied") == sent
     counts = await runtime.store.status_counts()
