@@ -38,6 +38,7 @@ from porteiro.http.openapi import openapi_document
 from porteiro.http.params import (
     BadRequest,
     optional_text,
+    page_at,
     parse_datetime,
     parse_enum,
     parse_flag,
@@ -126,11 +127,8 @@ class AdminApi:
 
     async def _page(self, params: QueryParams, filter: EventFilter) -> Response:
         limit = parse_limit(params.get("limit"))
-        cursor = params.get("cursor") or None
-        try:
-            page = await self._runtime.store.list_events(filter, cursor, limit)
-        except ValueError as exc:  # a cursor the store cannot decode
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        store = self._runtime.store
+        page = await page_at(lambda at: store.list_events(filter, at, limit), params.get("cursor"))
         items = [jsonview.event_to_json(event) for event in page.items]
         return json_response({"items": items, "next": page.next})
 

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from porteiro.audit import record_to_json
 from porteiro.http.admin import json_response
 from porteiro.http.admin_auth import Guard
-from porteiro.http.params import BadRequest, parse_limit
+from porteiro.http.params import page_at, parse_limit
 from porteiro.runtime import Runtime
 from porteiro.store.audit import audit_store
 
@@ -21,10 +21,8 @@ def audit_routes(runtime: Runtime, guard: Guard) -> list[Route]:
     async def list_audit(request: Request) -> Response:
         params = request.query_params
         limit = parse_limit(params.get("limit"))
-        try:
-            page = await audit_store(runtime.store).list_audit(params.get("cursor") or None, limit)
-        except ValueError as exc:  # a cursor the store cannot decode
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        store = audit_store(runtime.store)
+        page = await page_at(lambda at: store.list_audit(at, limit), params.get("cursor"))
         return json_response({"items": [record_to_json(r) for r in page.items], "next": page.next})
 
     return [Route("/api/audit", guard.read(list_audit), methods=["GET"])]

@@ -26,6 +26,7 @@ from porteiro.http.params import (
     MAX_ID,
     BadRequest,
     optional_text,
+    page_at,
     parse_datetime,
     parse_enum,
     parse_limit,
@@ -80,13 +81,10 @@ def console_routes(runtime: Runtime, guard: Guard) -> list[Route]:
 
     async def list_payments(request: Request) -> Response:
         params = request.query_params
-        limit = parse_limit(params.get("limit"))
-        try:
-            page = await store.list_payments(
-                payment_filter(params), params.get("cursor") or None, limit
-            )
-        except ValueError as exc:  # a cursor the store cannot decode
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        limit, filter = parse_limit(params.get("limit")), payment_filter(params)
+        page = await page_at(
+            lambda at: store.list_payments(filter, at, limit), params.get("cursor")
+        )
         return json_response({"items": [listed_to_json(p) for p in page.items], "next": page.next})
 
     async def dead_reasons(request: Request) -> Response:

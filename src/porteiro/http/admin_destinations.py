@@ -20,7 +20,7 @@ from porteiro.config import DestinationConfig
 from porteiro.http.admin import json_response
 from porteiro.http.admin import read_json_object as read_body
 from porteiro.http.admin_auth import Guard, Operated
-from porteiro.http.params import BadRequest, parse_enum, parse_ids, parse_limit
+from porteiro.http.params import BadRequest, page_at, parse_enum, parse_ids, parse_limit
 from porteiro.http.receiver import json_error
 from porteiro.runtime import Runtime
 from porteiro.sinks import operations
@@ -73,12 +73,11 @@ def destination_routes(runtime: Runtime, guard: Guard) -> list[Route]:
         status = params.get("status") or None
         chosen = None if status is None else parse_enum(OutboxStatus, status, "status")
         limit = parse_limit(params.get("limit"))
-        try:
-            page = await outbox_store(runtime.store).list_outbox(
-                destination.name, chosen, params.get("cursor") or None, limit
-            )
-        except ValueError as exc:
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        store = outbox_store(runtime.store)
+        page = await page_at(
+            lambda at: store.list_outbox(destination.name, chosen, at, limit),
+            params.get("cursor"),
+        )
         items = [operations.row_to_json(row) for row in page.items]
         return json_response({"items": items, "next": page.next})
 

@@ -10,7 +10,7 @@ have is "no such row" (None), the same 404 as any unknown id.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -24,10 +24,21 @@ MAX_ID = 2**63 - 1
 
 _DIGITS = re.compile(r"[0-9]+")
 E = TypeVar("E", bound=StrEnum)
+T = TypeVar("T")
 
 
 class BadRequest(PorteiroError):
     """The caller's input is invalid: 400 with this message."""
+
+
+async def page_at(read: Callable[[str | None], Awaitable[T]], cursor: str | None) -> T:
+    """`read` of the page at `cursor` ("" or None: the first), a cursor the store cannot
+    decode (it raises ValueError) answered as a 400 rather than a 500. Every paged list
+    of the admin API and the console reads through here."""
+    try:
+        return await read(cursor or None)
+    except ValueError as exc:
+        raise BadRequest(f"invalid cursor: {exc}") from exc
 
 
 def parse_id(value: str) -> int | None:

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from porteiro.http.params import (
-    BadRequest,
     optional_text,
+    page_at,
     parse_enum,
     parse_id,
     parse_limit,
@@ -23,7 +21,7 @@ from porteiro.reconcile.report import CSV_COLUMNS
 from porteiro.runtime import Runtime
 from porteiro.sinks import operations
 from porteiro.store.audit import audit_store
-from porteiro.store.base import EventFilter, Page
+from porteiro.store.base import EventFilter
 from porteiro.store.outbox import OutboxStatus, outbox_store
 from porteiro.store.reconcile import reconcile_store
 from porteiro.ui import timeline
@@ -94,7 +92,10 @@ class Pages:
     async def payments(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
         filter = payment_filter(params, self._render.zone)
-        page = await _paged(self._runtime.store.list_payments, filter, params.get("cursor"))
+        store = self._runtime.store
+        page = await page_at(
+            lambda at: store.list_payments(filter, at, PAGE_SIZE), params.get("cursor")
+        )
         return self._page(
             request, "payments.html", page=page, params=params, filter=filter, **self._choices()
         )
@@ -136,7 +137,10 @@ class Pages:
     async def events(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
         filter = events_filter(params, self._render.zone)
-        page = await _paged(self._runtime.store.list_events, filter, params.get("cursor"))
+        store = self._runtime.store
+        page = await page_at(
+            lambda at: store.list_events(filter, at, PAGE_SIZE), params.get("cursor")
+        )
         return self._page(request, "events.html", page=page, params=params, **self._choices())
 
     async def event(self, request: Request, viewer: Viewer) -> Response:
@@ -154,7 +158,10 @@ class Pages:
     async def dlq(self, request: Request, viewer: Viewer) -> Response:
         params = request.query_params
         dead = dead_filter(params, self._render.zone)
-        page = await _paged(self._runtime.store.list_events, dead, params.get("cursor"))
+        store = self._runtime.store
+        page = await page_at(
+            lambda at: store.list_events(dead, at, PAGE_SIZE), params.get("cursor")
+        )
         reasons = await self._runtime.store.dead_reasons()
         return self._page(
             request, "dlq.html", page=page, params=params, reasons=reasons, **self._choices()
@@ -176,12 +183,9 @@ class Pages:
         status = optional_text(params, "status")
         chosen = None if status is None else parse_enum(OutboxStatus, status, "status")
         store = outbox_store(runtime.store)
-        try:
-            page = await store.list_outbox(
-                config.name, chosen, params.get("cursor") or None, PAGE_SIZE
-            )
-        except ValueError as exc:
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        page = await page_at(
+            lambda at: store.list_outbox(config.name, chosen, at, PAGE_SIZE), params.get("cursor")
+        )
         views = await operations.overview(store, {config.name: config})
         return self._page(
             request,
@@ -222,22 +226,8 @@ class Pages:
         return self._page(request, "quarantine.html", reasons=reasons, recent=recent)
 
     async def audit(self, request: Request, viewer: Viewer) -> Response:
-        cursor = request.query_params.get("cursor") or None
-        try:
-            page = await audit_store(self._runtime.store).list_audit(cursor, PAGE_SIZE)
-        except ValueError as exc:
-            raise BadRequest(f"invalid cursor: {exc}") from exc
+        store = audit_store(self._runtime.store)
+        page = await page_at(
+            lambda at: store.list_audit(at, PAGE_SIZE), request.query_params.get("cursor")
+        )
         return self._page(request, "audit.html", page=page)
-
-
-F = TypeVar("F")
-T = TypeVar("T")
-
-
-async def _paged(
-    read: Callable[[F, str | None, int], Awaitable[Page[T]]], filter: F, cursor: str | None
-) -> Page[T]:
-    try:
-        return await read(filter, cursor or None, PAGE_SIZE)
-    except ValueError as exc:  # a cursor the store cannot decode
-        raise BadRequest(f"invalid cursor: {exc}") from exc
