@@ -15,8 +15,9 @@ from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Any
 
 from porteiro.http.admin import event_filter
-from porteiro.http.params import BadRequest, optional_text, parse_enum
-from porteiro.model import EventStatus, PaymentState
+from porteiro.http.admin_console import payment_filter as api_payment_filter
+from porteiro.http.params import BadRequest, optional_text
+from porteiro.model import EventStatus
 from porteiro.store.base import EventFilter
 from porteiro.store.console_verbs import PaymentFilter
 
@@ -51,31 +52,42 @@ def parse_day(value: str, name: str, zone: tzinfo, *, end: bool = False) -> date
 
 
 def payment_filter(params: Mapping[str, Any], zone: tzinfo) -> PaymentFilter:
-    state = optional_text(params, "state")
+    """The API's payment filter (porteiro.http.admin_console.payment_filter), its amount
+    and dates as people write them, its ids with the spaces of a paste taken off."""
+    found = api_payment_filter(_without(params, ("amount", "anomalous", *_DAYS)))
     amount = optional_text(params, "amount")
-    since, until = optional_text(params, "since"), optional_text(params, "until")
-    return PaymentFilter(
-        source=optional_text(params, "source"),
-        state=None if state is None else parse_enum(PaymentState, state, "state"),
-        reference=_stripped(optional_text(params, "reference")),
-        object_id=_stripped(optional_text(params, "object_id")),
+    since, until = _days(params, zone)
+    return replace(
+        found,
+        reference=_stripped(found.reference),
+        object_id=_stripped(found.object_id),
         amount=None if amount is None else parse_amount(amount),
-        since=None if since is None else parse_day(since, "since", zone),
-        until=None if until is None else parse_day(until, "until", zone, end=True),
         anomalous=optional_text(params, "anomalous") == "1",
+        since=since,
+        until=until,
     )
 
 
 def events_filter(params: Mapping[str, Any], zone: tzinfo) -> EventFilter:
     """The API's event filter (porteiro.http.admin.event_filter), its dates as days."""
-    days = {key: params.get(key) for key in ("since", "until")}
-    rest = {key: value for key, value in params.items() if key not in days}
-    since, until = (optional_text(days, key) for key in ("since", "until"))
-    return replace(
-        event_filter(rest),
-        since=None if since is None else parse_day(since, "since", zone),
-        until=None if until is None else parse_day(until, "until", zone, end=True),
+    since, until = _days(params, zone)
+    return replace(event_filter(_without(params, _DAYS)), since=since, until=until)
+
+
+_DAYS = ("since", "until")
+
+
+def _days(params: Mapping[str, Any], zone: tzinfo) -> tuple[datetime | None, datetime | None]:
+    """(`since`, `until`) read as days in `zone` (`until` takes its day whole)."""
+    since, until = (optional_text(params, key) for key in _DAYS)
+    return (
+        None if since is None else parse_day(since, "since", zone),
+        None if until is None else parse_day(until, "until", zone, end=True),
     )
+
+
+def _without(params: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: value for key, value in params.items() if key not in keys}
 
 
 # The dead-letter queue's filter keys (as /api/dlq/replay's, beside `ids`).
