@@ -192,15 +192,10 @@ async def _delivery_ids(
     """Deliveries to re-parse, and the target events that have none."""
     if isinstance(target, EventFilter):
         return list(await store.event_delivery_ids(target)), []
-    ids: set[int] = set()
-    orphans: list[StoredEvent] = []
-    for event in await _events(store, target, report):
-        deliveries = await store.event_deliveries(event.id)
-        if deliveries:
-            ids.update(delivery.id for delivery in deliveries)
-        else:
-            orphans.append(event)
-    return sorted(ids), orphans
+    events = await _events(store, target, report)
+    carried = await store.events_deliveries([event.id for event in events])
+    ids = {delivery.id for deliveries in carried.values() for delivery in deliveries}
+    return sorted(ids), [event for event in events if event.id not in carried]
 
 
 def _parse(

@@ -275,6 +275,22 @@ async def test_a_payments_reconcile_check(store: Store) -> None:
     assert await store.reconcile_check("stripe", "tx") is None
 
 
+async def test_the_deliveries_of_several_events_in_one_read(store: Store) -> None:
+    first = await store.record_delivery(inbound("stripe", b"1", received_at=T0), [event("evt_a", "pay_a")])
+    repeat = await store.record_delivery(inbound("stripe", b"2", received_at=T0), [event("evt_a", "pay_a")])
+    other = await store.record_delivery(inbound("stripe", b"3", received_at=T0), [event("evt_b", "pay_b")])
+    a, b = first.event_ids[0], other.event_ids[0]
+    found = await store.events_deliveries([b, a, a, 987_654])  # a repeated id, an unknown one
+    assert {key: [d.id for d in ds] for key, ds in found.items()} == {
+        a: [first.delivery_id, repeat.delivery_id],
+        b: [other.delivery_id],
+    }
+    assert [d.body for d in found[a]] == [b"1", b"2"]
+    assert await store.event_deliveries(a) == found[a]
+    assert await store.event_deliveries(987_654) == []
+    assert await store.events_deliveries([]) == {}
+
+
 # A few thousand payments, one statement: enough for the planner to prefer the indexes.
 _MANY_PAYMENTS = """
 INSERT INTO payments (source, object_id, state, amount, currency, refunded_amount, reference,

@@ -21,13 +21,6 @@ GET_EVENT: Final = "SELECT * FROM events WHERE id = %(id)s"
 
 GET_DELIVERY: Final = "SELECT * FROM deliveries WHERE id = %(id)s"
 
-# An event's deliveries: its first (first_delivery_id) and the repeats linked in
-# event_deliveries.
-EVENT_DELIVERIES: Final = """
-SELECT d.* FROM deliveries AS d
-WHERE d.id IN (SELECT first_delivery_id FROM events WHERE id = %(id)s
-               UNION SELECT delivery_id FROM event_deliveries WHERE event_id = %(id)s)
-ORDER BY d.id"""
 
 GET_PAYMENT: Final = """
 SELECT * FROM payments WHERE source = %(source)s AND object_id = %(object_id)s"""
@@ -59,6 +52,19 @@ SELECT e.source, COUNT(*) AS n FROM expectations AS e
 LEFT JOIN payments AS p ON p.source = e.source AND p.object_id = e.object_id
 WHERE e.expires_at < %(now)s AND (p.state IS NULL OR {open_state})
 GROUP BY e.source"""
+
+
+def events_deliveries_query(events: str, linked: str) -> str:
+    """The deliveries of the events `events` (an IN-list on events.id) and `linked` (the
+    same on event_deliveries.event_id) select: each event's first (first_delivery_id) and
+    the repeats linked in event_deliveries, by event, oldest first. UNION, not UNION ALL:
+    rows written before 2026-11-30 link first deliveries too."""
+    return f"""
+SELECT x.of_event, d.* FROM deliveries AS d
+JOIN (SELECT id AS of_event, first_delivery_id AS delivery_id FROM events WHERE {events}
+      UNION SELECT event_id, delivery_id FROM event_deliveries WHERE {linked}) AS x
+  ON d.id = x.delivery_id
+ORDER BY x.of_event, d.id"""
 
 
 def list_events_query(where: str) -> str:
@@ -130,8 +136,20 @@ class ReadVerbs:
 
     async def event_deliveries(self, event_id: int) -> Sequence[StoredDelivery]:
         """Every delivery that carried this event, oldest first."""
-        found = await self._port.fetch(EVENT_DELIVERIES, {"id": event_id})
-        return [rows.delivery_from_row(row) for row in found]
+        return (await self.events_deliveries([event_id])).get(event_id, [])
+
+    async def events_deliveries(self, event_ids: Sequence[int]) -> dict[int, list[StoredDelivery]]:
+        """`event_deliveries` of each of `event_ids` in one query per IN-list's worth
+        (a payment's timeline reads them all); events with none are left out."""
+        d = self._port.dialect
+        found: dict[int, list[StoredDelivery]] = {}
+        for chunk in d.chunks(list(dict.fromkeys(event_ids))):
+            events, params = d.in_list("id", "ev", chunk)
+            linked, more = d.in_list("event_id", "ed", chunk)
+            sql = events_deliveries_query(events, linked)
+            for row in await self._port.fetch(sql, {**params, **more}):
+                found.setdefault(int(row["of_event"]), []).append(rows.delivery_from_row(row))
+        return found
 
     async def get_delivery(self, delivery_id: int) -> StoredDelivery | None:
         found = await self._port.fetch_one(GET_DELIVERY, {"id": delivery_id})

@@ -112,7 +112,7 @@ class Pages:
         ).items
         if payment is None and not events:
             return self._render.problem(request, 404, "unknown payment")
-        deliveries = {event.id: await store.event_deliveries(event.id) for event in events}
+        deliveries = await store.events_deliveries([event.id for event in events])
         entries = timeline.build(
             events,
             deliveries,
