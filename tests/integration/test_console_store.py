@@ -22,7 +22,7 @@ import pytest
 from porteiro import ledger
 from porteiro.model import Kind, Outcome, ParsedEvent, Payment, PaymentState
 from porteiro.store import open_store
-from porteiro.store.base import Application, Claim, EventFilter, Store
+from porteiro.store.base import Application, Claim, EventFilter, RecordResult, Store
 from porteiro.store.console_verbs import (
     Forward,
     ListedPayment,
@@ -276,9 +276,13 @@ async def test_a_payments_reconcile_check(store: Store) -> None:
 
 
 async def test_the_deliveries_of_several_events_in_one_read(store: Store) -> None:
-    first = await store.record_delivery(inbound("stripe", b"1", received_at=T0), [event("evt_a", "pay_a")])
-    repeat = await store.record_delivery(inbound("stripe", b"2", received_at=T0), [event("evt_a", "pay_a")])
-    other = await store.record_delivery(inbound("stripe", b"3", received_at=T0), [event("evt_b", "pay_b")])
+    async def received(body: bytes, key: str) -> RecordResult:
+        parsed = [event(key, f"pay_{key}")]
+        return await store.record_delivery(inbound("stripe", body, received_at=T0), parsed)
+
+    first = await received(b"1", "a")
+    repeat = await received(b"2", "a")  # the gateway's retry of the same event
+    other = await received(b"3", "b")
     a, b = first.event_ids[0], other.event_ids[0]
     found = await store.events_deliveries([b, a, a, 987_654])  # a repeated id, an unknown one
     assert {key: [d.id for d in ds] for key, ds in found.items()} == {
